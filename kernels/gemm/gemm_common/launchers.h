@@ -1,0 +1,33 @@
+#pragma once
+// Entry points of every backend of the FP8 block-scaled GEMM, as the torch binding calls
+// them. No torch and no CUDA/HIP header here: stream types are forward-declared exactly as
+// the CUDA and HIP runtimes declare them.
+#include <cstddef>
+
+#include "gemm_common/gemm_args.h"
+
+typedef struct CUstream_st* cudaStream_t;
+typedef struct ihipStream_t* hipStream_t;
+
+namespace fp8gemm {
+
+// gemm_cpu/gemm_cpu.cpp: multithreaded, any strides, M/N/K may be 0.
+Status gemm_cpu(const GemmArgs& args);
+
+// gemm_cuda/gemm_dispatch.cu: Hopper fast path where it is linked and takes the problem,
+// else the general tiled kernel (sm_80+). workspace: at least
+// gemm_cuda_workspace_bytes(args, device_sm) bytes of device memory (nullptr when 0).
+Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes,
+                 cudaStream_t stream);
+// device_sm = 10 * major + minor of the device the call will run on (90 for an H100).
+size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm);
+// Forces the general path for later calls (initially: environment GEMM_FORCE_GENERAL=1).
+void gemm_cuda_force_general(bool force);
+bool gemm_cuda_general_forced();
+
+// gemm_rocm/ (the ROCm helper implements these): same contract as gemm_cuda.
+Status gemm_rocm(const GemmArgs& args, void* workspace, size_t workspace_bytes,
+                 hipStream_t stream);
+size_t gemm_rocm_workspace_bytes(const GemmArgs& args);
+
+}  // namespace fp8gemm

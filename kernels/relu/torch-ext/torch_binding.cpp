@@ -1,0 +1,55 @@
+#include <torch/all.h>
+#include <torch/library.h>
+
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "registration.h"
+#include "relu_common.h"
+#include "torch_binding.h"
+
+namespace {
+
+relu_kernels::DType kernel_dtype(const torch::Tensor& x) {
+  switch (x.scalar_type()) {
+    case torch::kFloat32: return relu_kernels::DType::Float32;
+    case torch::kFloat16: return relu_kernels::DType::Float16;
+    case torch::kBFloat16: return relu_kernels::DType::BFloat16;
+    default:
+      TORCH_CHECK(false, "relu: x must be float32, float16 or bfloat16, got ", x.scalar_type());
+  }
+}
+
+}  // namespace
+
+void relu(torch::Tensor& out, const torch::Tensor& x) {
+  TORCH_CHECK(out.device() == x.device(), "relu: out is on ", out.device(), " but x is on ", x.device(),
+              "; expected both on the same device");
+  TORCH_CHECK(out.scalar_type() == x.scalar_type(), "relu: out has dtype ", out.scalar_type(),
+              ", expected the dtype of x (", x.scalar_type(), ")");
+  TORCH_CHECK(out.sizes() == x.sizes(), "relu: out has shape ", out.sizes(), ", expected the shape of x ",
+              x.sizes());
+  TORCH_CHECK(x.is_contiguous() && out.is_contiguous(), "relu: x and out must be contiguous; call .contiguous()");
+  const relu_kernels::DType dtype = kernel_dtype(x);
+#if defined(CPU_KERNEL)
+  const char* error = relu_kernels::relu_cpu(out.data_ptr(), x.data_ptr(), x.numel(), dtype);
+#else
+  const c10::cuda::CUDAGuard guard(x.device());
+  const char* error =
+      relu_kernels::relu_gpu(out.data_ptr(), x.data_ptr(), x.numel(), dtype, c10::cuda::getCurrentCUDAStream().stream());
+#endif
+  TORCH_CHECK(error == nullptr, error);
+}
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
+  ops.def("relu(Tensor! out, Tensor x) -> ()");
+#if defined(CPU_KERNEL)
+  ops.impl("relu", torch::kCPU, &relu);
+#elif defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  ops.impl("relu", torch::kCUDA, &relu);
+#endif
+}
+
+REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

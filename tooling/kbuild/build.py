@@ -1,0 +1,247 @@
+"""Build one kernel for one variant with CMake + Ninja and stage the flat `build/<variant>/`.
+
+The only module that runs cmake and ninja.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from packaging.version import Version
+
+from kbuild import __version__, gitrepo
+from kbuild.errors import KbuildError
+from kbuild.generate import Project, ops_name, render_ops, write_if_changed, write_project
+from kbuild.manifest import Manifest, load_manifest
+from kbuild.variants import NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
+
+Log = Callable[[str], None]
+SKIPPED_PARTS = {"__pycache__"}
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
+    """The variant to build: the requested one if this environment can build it, else detected."""
+    if manifest.is_noarch:
+        backend = Variant.parse(requested).backend if requested else manifest.backends[0]
+        if backend not in manifest.backends:
+            raise KbuildError(f"backend `{backend}` is not in [general] backends", file=manifest.path)
+        return Variant(torch=None, backend=backend, cpu="", os="", kind=NOARCH)
+    kind = STABLE_ABI if manifest.torch and manifest.torch.stable_abi else "compiled"
+    if requested is None:
+        variant = detect_variant(kind=kind)
+        if variant.backend not in manifest.backends:
+            if "cpu" not in manifest.backends:
+                raise KbuildError(
+                    f"{manifest.name} has no `{variant.backend}` backend (it has {', '.join(manifest.backends)})",
+                    file=manifest.path,
+                    fix="build from an environment whose torch matches one of the kernel's backends, or pass --variant",
+                )
+            variant = detect_variant("cpu", kind=kind)
+        return variant
+    wanted = Variant.parse(requested)
+    if wanted.backend not in manifest.backends:
+        raise KbuildError(
+            f"variant {requested} is for backend `{wanted.backend}`, which {manifest.name} does not list",
+            file=manifest.path,
+            fix=f"choose a variant for one of: {', '.join(manifest.backends)}",
+        )
+    available = detect_variant(wanted.backend if wanted.backend == "cpu" else None, kind=wanted.kind)
+    if available != wanted:
+        raise KbuildError(
+            f"this environment builds {available.name}, not {requested}",
+            fix="run kbuild from a Python environment with the torch (and toolkit) of that variant; "
+            "`kbuild variants` lists what this one builds",
+        )
+    return wanted
+
+
+def check_torch_bounds(manifest: Manifest, torch: TorchInstall) -> None:
+    spec = manifest.torch
+    if spec is None:
+        return
+    current = Version(torch.major_minor)
+    if spec.minver and current < Version(spec.minver):
+        raise KbuildError(f"needs torch >= {spec.minver}, found {torch.version}", file=manifest.path, where="[torch] minver")
+    if spec.maxver and current > Version(spec.maxver):
+        raise KbuildError(f"needs torch <= {spec.maxver}, found {torch.version}", file=manifest.path, where="[torch] maxver")
+
+
+def build_kernel(
+    kernel_dir: Path | str,
+    variant: str | None = None,
+    *,
+    jobs: int | None = None,
+    log: Log = _stderr,
+) -> Path:
+    """Build `kernel_dir` for `variant` (default: this environment's) and return the staged folder."""
+    kernel_dir = Path(kernel_dir).resolve()
+    manifest = load_manifest(kernel_dir)
+    target = resolve_variant(manifest, variant)
+    uid = gitrepo.source_uid(kernel_dir)
+    project = Project(manifest, target, ops_name(manifest, target.backend, uid), kernel_dir / ".kbuild" / target.name)
+    started = time.monotonic()
+    log(f"kbuild: {manifest.name} -> {target.name} ({project.ops_name})")
+    library = None
+    if target.kind != NOARCH:
+        torch = find_torch()
+        check_torch_bounds(manifest, torch)
+        write_project(project, torch)
+        library = _compile(project, jobs=jobs, log=log)
+    staged = stage(project, library)
+    log(f"kbuild: staged {staged.relative_to(kernel_dir.parent)} in {time.monotonic() - started:.1f} s")
+    return staged
+
+
+def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
+    """Write the generated CMake project of `kernel_dir` for `variant`; return the build tree."""
+    kernel_dir = Path(kernel_dir).resolve()
+    manifest = load_manifest(kernel_dir)
+    target = resolve_variant(manifest, variant)
+    if target.kind == NOARCH:
+        raise KbuildError(f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path)
+    uid = gitrepo.source_uid(kernel_dir)
+    project = Project(manifest, target, ops_name(manifest, target.backend, uid), kernel_dir / ".kbuild" / target.name)
+    write_project(project, find_torch())
+    return project.build_dir
+
+
+def _require_tool(name: str, fix: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise KbuildError(f"`{name}` was not found on PATH", fix=fix)
+    return path
+
+
+def _compile(project: Project, *, jobs: int | None, log: Log) -> Path:
+    build_dir = project.build_dir
+    cmake = _require_tool("cmake", "pip install cmake, or apt-get install cmake")
+    ninja = _require_tool("ninja", "pip install ninja, or apt-get install ninja-build")
+    if not (build_dir / "build.ninja").is_file():
+        log(f"kbuild: configuring {build_dir}")
+        args = [cmake, "-G", "Ninja", "-S", str(build_dir), "-B", str(build_dir), f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+        if project.variant.backend == "cuda" and shutil.which("nvcc"):
+            args.append(f"-DCMAKE_CUDA_COMPILER={shutil.which('nvcc')}")
+        _run(args, build_dir, log, "CMake configuration")
+    ninja_args = [ninja, "-C", str(build_dir)] + ([f"-j{jobs}"] if jobs else [])
+    _run(ninja_args, build_dir, log, "compilation", progress=True)
+    library = build_dir / f"{project.ops_name}.abi3.so"
+    if not library.is_file():
+        raise KbuildError(f"the build finished without producing {library.name}", file=build_dir / "CMakeLists.txt")
+    return library
+
+
+def _run(args: list[str], cwd: Path, log: Log, what: str, *, progress: bool = False) -> None:
+    """Run a build tool, streaming its progress lines; on failure show its output and stop."""
+    env = {**os.environ, "NINJA_STATUS": "[%f/%t %es] "}
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    output: list[str] = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        output.append(line)
+        if progress and line.startswith("["):
+            log("  " + line.rstrip())
+    if process.wait() != 0:
+        tail = "".join(output[-60:])
+        raise KbuildError(f"{what} failed:\n{tail}", file=cwd / "CMakeLists.txt", fix="see the compiler output above")
+
+
+def _package_files(manifest: Manifest) -> dict[str, Path]:
+    """The kernel's Python package files to stage, by path relative to the package."""
+    package_dir = manifest.kernel_dir / "torch-ext" / manifest.python_name
+    if not (package_dir / "__init__.py").is_file():
+        raise KbuildError(
+            f"missing torch-ext/{manifest.python_name}/__init__.py",
+            file=manifest.path,
+            fix=f"create the Python package of the kernel in torch-ext/{manifest.python_name}/",
+        )
+    spec = manifest.noarch if manifest.is_noarch else manifest.torch
+    suffixes = {"." + ext for ext in (spec.pyext if spec else ["py", "pyi"])}
+    files = {}
+    for path in sorted(package_dir.rglob("*")):
+        rel = path.relative_to(package_dir)
+        if path.is_file() and path.suffix in suffixes and not SKIPPED_PARTS.intersection(rel.parts):
+            files[rel.as_posix()] = path
+    return files
+
+
+def stage(project: Project, library: Path | None) -> Path:
+    """Make `build/<variant>/` hold exactly the package, `_ops.py`, the library and metadata.json."""
+    manifest = project.manifest
+    out = manifest.kernel_dir / "build" / project.variant.name
+    out.mkdir(parents=True, exist_ok=True)
+    contents: dict[str, bytes] = {rel: path.read_bytes() for rel, path in _package_files(manifest).items()}
+    contents["_ops.py"] = render_ops(project.ops_name, compiled=library is not None).encode()
+    if library is not None:
+        contents[library.name] = library.read_bytes()
+    for rel, data in contents.items():
+        target = out / rel
+        if not (target.is_file() and target.read_bytes() == data):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    contents_metadata = json.dumps(metadata(project, contents), indent=2, sort_keys=True) + "\n"
+    write_if_changed(out / "metadata.json", contents_metadata)
+    keep = set(contents) | {"metadata.json"}
+    for path in sorted(out.rglob("*"), reverse=True):
+        rel = path.relative_to(out).as_posix()
+        if path.is_dir():
+            if path.name in SKIPPED_PARTS or not any(path.iterdir()):
+                shutil.rmtree(path)
+        elif rel not in keep:
+            path.unlink()
+    return out
+
+
+def metadata(project: Project, contents: dict[str, bytes]) -> dict:
+    """metadata.json of the variant, in the Kernel Hub's kebab-case format."""
+    manifest, variant = project.manifest, project.variant
+    general = manifest.general
+    backend: dict = {"type": variant.backend}
+    archs = project.archs if variant.kind != NOARCH else _noarch_archs(manifest, variant.backend)
+    if archs:
+        backend["archs"] = archs
+    data = {
+        "name": manifest.name,
+        "id": project.ops_name,
+        "version": manifest.version,
+        "license": general.license,
+        "python-depends": manifest.python_depends_for(variant.backend),
+        "kernel-depends": general.kernel_depends,
+        "backend": backend,
+        "digest": {
+            "algorithm": "sha256",
+            "files": {rel: base64.b64encode(hashlib.sha256(data).digest()).decode() for rel, data in sorted(contents.items())},
+        },
+        "provenance": _provenance(manifest.kernel_dir),
+    }
+    for key in ("upstream", "source"):
+        if getattr(general, key):
+            data[key] = getattr(general, key)
+    return data
+
+
+def _noarch_archs(manifest: Manifest, backend: str) -> list[str]:
+    spec = manifest.noarch
+    if spec is None:
+        return []
+    return {"cuda": spec.cuda_capabilities, "rocm": spec.rocm_archs}.get(backend, [])
+
+
+def _provenance(kernel_dir: Path) -> dict:
+    provenance: dict = {"kernel-builder": {"version": __version__}}
+    head = gitrepo.head_commit(kernel_dir)
+    if head is not None:
+        provenance["kernel"] = {"commit": head[0], "dirty": head[1]}
+    return provenance

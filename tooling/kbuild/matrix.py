@@ -1,0 +1,193 @@
+"""CI jobs as data: supported variants (data/variants.toml) filtered by each kernel's build.toml.
+
+`kbuild matrix` prints `{"build": {"include": [...]}, "test": {"include": [...]}}` for GitHub's `fromJSON`:
+every job to build, and the subset that has a test runner. Output is sorted and stable.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbuild import gitrepo
+from kbuild.errors import KbuildError
+from kbuild.manifest import Manifest, load_manifest
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant
+
+VARIANTS_FILE = Path(__file__).parent / "data" / "variants.toml"
+# A change here rebuilds every kernel: the build library itself.
+TOOLING_PATHS = ("tooling/", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    backend: str
+    version: str | None
+    image: str
+    archs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Supported:
+    torch: tuple[str, ...]
+    cpu: str
+    os: str
+    toolkits: tuple[Toolkit, ...]
+    build_runner: tuple[str, ...]
+    test_runners: dict[str, tuple[str, ...]]
+
+
+def load_supported(path: Path = VARIANTS_FILE) -> Supported:
+    try:
+        data = tomllib.loads(path.read_text())
+        return Supported(
+            torch=tuple(data["torch"]),
+            cpu=data["cpu"],
+            os=data["os"],
+            toolkits=tuple(
+                Toolkit(t["backend"], t.get("version"), t["image"], tuple(t.get("archs", ()))) for t in data["toolkit"]
+            ),
+            build_runner=tuple(data["runners"]["build"]),
+            test_runners={k: tuple(v) for k, v in data["runners"]["test"].items()},
+        )
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as err:
+        raise KbuildError(
+            f"invalid supported-variants file ({err!r})", file=str(path), fix="compare with the keys described at its top"
+        ) from None
+
+
+def kernel_dirs(root: Path) -> list[Path]:
+    return sorted(p.parent for p in (root / "kernels").glob("*/build.toml"))
+
+
+def changed_kernels(root: Path, ref: str) -> list[Path]:
+    """Kernels with a file changed since `ref` (all of them when the tooling changed)."""
+    changed = gitrepo.changed_files(ref, root)
+    if any(path.startswith(TOOLING_PATHS) for path in changed):
+        return kernel_dirs(root)
+    names = {path.split("/")[1] for path in changed if path.startswith("kernels/") and path.count("/") >= 2}
+    return [d for d in kernel_dirs(root) if d.name in names]
+
+
+def named_kernels(root: Path, names: list[str]) -> list[Path]:
+    dirs = []
+    for name in names:
+        path = root / "kernels" / name
+        if not (path / "build.toml").is_file():
+            raise KbuildError(f"no kernel named {name!r}", file=str(path / "build.toml"), fix="use a folder name under kernels/")
+        dirs.append(path)
+    return dirs
+
+
+def matrix(root: Path, kernels: list[Path], supported: Supported | None = None) -> dict:
+    supported = supported or load_supported()
+    jobs = [job for kernel_dir in kernels for job in kernel_jobs(root, load_manifest(kernel_dir), supported)]
+    jobs.sort(key=lambda job: (job["kernel"], job["variant"]))
+    return {
+        "build": {"include": jobs},
+        "test": {"include": [job for job in jobs if job["test-runner"]]},
+    }
+
+
+def render(result: dict) -> str:
+    return json.dumps(result, sort_keys=True, separators=(",", ":"))
+
+
+def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[dict]:
+    if manifest.framework == "tvm-ffi":
+        raise KbuildError(
+            "kbuild matrix does not build tvm-ffi kernels yet", file=str(manifest.path), fix="use [torch] or [torch-noarch]"
+        )
+    jobs = []
+    for backend in manifest.backends:
+        toolkits = [t for t in supported.toolkits if t.backend == backend]
+        if manifest.framework == "torch-noarch":
+            variant = Variant(torch=None, backend=backend).with_kind(NOARCH)
+            image = toolkits[0].image if toolkits else _cpu_image(supported)
+            jobs.append(_job(root, manifest, variant, image, [], supported))
+            continue
+        for toolkit in toolkits:
+            if not _toolkit_in_bounds(manifest, toolkit):
+                continue
+            archs = _archs(manifest, toolkit)
+            if toolkit.archs and not archs:
+                continue
+            for torch, kind in _torch_versions(manifest, backend, supported):
+                variant = Variant(torch, backend, toolkit.version, supported.cpu, supported.os, kind)
+                jobs.append(_job(root, manifest, variant, toolkit.image, archs, supported))
+    return jobs
+
+
+def _job(root: Path, manifest: Manifest, variant: Variant, image: str, archs: list[str], supported: Supported) -> dict:
+    return {
+        "kernel": manifest.name,
+        "path": manifest.kernel_dir.resolve().relative_to(root.resolve()).as_posix(),
+        "variant": variant.name,
+        "backend": variant.backend,
+        "torch": variant.torch or "",
+        "toolkit": variant.toolkit or "",
+        "archs": archs,
+        "image": image,
+        "build-runner": list(supported.build_runner),
+        "test-runner": list(supported.test_runners.get(variant.backend, ())),
+    }
+
+
+def _cpu_image(supported: Supported) -> str:
+    return next(t.image for t in supported.toolkits if t.backend == "cpu")
+
+
+def _torch_versions(manifest: Manifest, backend: str, supported: Supported) -> list[tuple[str, str]]:
+    """(torch version, kind) pairs: one stable-ABI build, or one compiled build per supported torch in bounds."""
+    stable = manifest.torch.stable_abi_for(backend)
+    if stable:
+        return [(_major_minor(stable), STABLE_ABI)]
+    low, high = manifest.torch.minver, manifest.torch.maxver
+    return [
+        (torch, COMPILED)
+        for torch in supported.torch
+        if (not low or _version(torch) >= _version(low)) and (not high or _version(torch) <= _version(high))
+    ]
+
+
+def _toolkit_in_bounds(manifest: Manifest, toolkit: Toolkit) -> bool:
+    if toolkit.backend != "cuda":
+        return True
+    low, high = manifest.general.cuda_minver, manifest.general.cuda_maxver
+    version = _version(toolkit.version)
+    return (not low or version >= _version(low)) and (not high or version <= _version(high))
+
+
+def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str]:
+    """The archs of the kernel's `toolkit.backend` kernels that this toolkit can compile."""
+    wanted = set()
+    for spec in manifest.kernels.values():
+        if spec.backend == toolkit.backend == "cuda":
+            wanted |= set(spec.cuda_capabilities or ())
+        elif spec.backend == toolkit.backend == "rocm":
+            wanted |= set(spec.rocm_archs or ())
+    if not toolkit.archs:
+        return sorted(wanted)
+    return sorted((arch for arch in wanted if _arch_base(arch) in toolkit.archs), key=_arch_key)
+
+
+def _arch_base(arch: str) -> str:
+    """'9.0a' -> '9.0', '10.0+PTX' -> '10.0', 'gfx942' -> 'gfx942'."""
+    if arch.startswith("gfx"):
+        return arch
+    return arch.split("+")[0].rstrip("af")
+
+
+def _arch_key(arch: str) -> tuple:
+    base = _arch_base(arch)
+    return (tuple(int(p) for p in base.split(".")) if not base.startswith("gfx") else (base,), arch)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:2])
+
+
+def _major_minor(text: str) -> str:
+    return ".".join(text.split(".")[:2])

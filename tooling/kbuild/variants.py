@@ -1,0 +1,211 @@
+"""Build variants: the value object, its Hub name, parsing, and detection from the running torch.
+
+Names follow the Kernel Hub: `torch213-cxx11-cu130-x86_64-linux`,
+`torch-stable-abi213-cpu-x86_64-linux`, `torch213-metal-aarch64-darwin`, `torch-cuda`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbuild.errors import KbuildError
+
+COMPILED, STABLE_ABI, NOARCH = "compiled", "stable-abi", "noarch"
+TOOLKIT_BACKENDS = ("cuda", "rocm", "xpu")
+
+_COMPUTE = r"(?P<compute>cpu|metal|cu\d{3,}|rocm\d{2,}|xpu\d{5,})"
+_ARCH = r"(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)"
+_COMPILED_RE = re.compile(rf"^torch(?P<major>\d)(?P<minor>\d+)(?:-cxx11)?-{_COMPUTE}-{_ARCH}$")
+_STABLE_RE = re.compile(rf"^torch-stable-abi(?P<major>\d)(?P<minor>\d+)-{_COMPUTE}-{_ARCH}$")
+_NOARCH_RE = re.compile(r"^torch-(?P<backend>cpu|cuda|metal|rocm|xpu|cann|neuron|tpu)$")
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    """One build target: torch version x backend (+ toolkit) x cpu x os x ABI kind."""
+
+    torch: str | None  # "2.13"; None for noarch
+    backend: str  # cpu, cuda, rocm, xpu, metal, ...
+    toolkit: str | None = None  # "13.0" (CUDA), "7.1" (ROCm), "2026.0" (oneAPI)
+    cpu: str = "x86_64"
+    os: str = "linux"
+    kind: str = COMPILED
+
+    @property
+    def compute(self) -> str:
+        if self.backend == "cuda":
+            return "cu" + _compact(self.toolkit)
+        if self.backend == "rocm":
+            return "rocm" + _compact(self.toolkit)
+        if self.backend == "xpu":
+            return "xpu" + _compact(self.toolkit)
+        return self.backend
+
+    @property
+    def torch_tag(self) -> str:
+        return _compact(self.torch)
+
+    @property
+    def name(self) -> str:
+        if self.kind == NOARCH:
+            return f"torch-{self.backend}"
+        arch = f"{self.cpu}-{self.os}"
+        if self.kind == STABLE_ABI:
+            return f"torch-stable-abi{self.torch_tag}-{self.compute}-{arch}"
+        abi = "" if self.os == "darwin" else "-cxx11"
+        return f"torch{self.torch_tag}{abi}-{self.compute}-{arch}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def parse(cls, name: str) -> Variant:
+        match = _NOARCH_RE.match(name)
+        if match:
+            return cls(torch=None, backend=match["backend"], cpu="", os="", kind=NOARCH)
+        kind = STABLE_ABI
+        match = _STABLE_RE.match(name)
+        if match is None:
+            kind = COMPILED
+            match = _COMPILED_RE.match(name)
+        if match is None:
+            raise KbuildError(
+                f"`{name}` is not a build variant name",
+                fix="use a name like torch213-cxx11-cu130-x86_64-linux, "
+                "torch-stable-abi213-cpu-x86_64-linux or torch-cuda (see `kbuild variants`)",
+            )
+        backend, toolkit = _parse_compute(match["compute"])
+        variant = cls(
+            torch=f"{match['major']}.{match['minor']}",
+            backend=backend,
+            toolkit=toolkit,
+            cpu=match["cpu"],
+            os=match["os"],
+            kind=kind,
+        )
+        if variant.name != name:
+            raise KbuildError(
+                f"`{name}` is not in canonical form",
+                fix=f"write it as `{variant.name}`",
+            )
+        return variant
+
+    def with_kind(self, kind: str) -> Variant:
+        if kind == NOARCH:
+            return Variant(torch=None, backend=self.backend, cpu="", os="", kind=NOARCH)
+        return Variant(self.torch, self.backend, self.toolkit, self.cpu, self.os, kind)
+
+
+def _compact(version: str | None) -> str:
+    """'13.0' -> '130', '2026.0' -> '20260'."""
+    if not version:
+        raise KbuildError("a toolkit or torch version is missing", fix="give versions like 2.13 or 13.0")
+    major, minor = (version.split(".") + ["0"])[:2]
+    return f"{major}{minor}"
+
+
+def _parse_compute(compute: str) -> tuple[str, str | None]:
+    if compute in ("cpu", "metal"):
+        return compute, None
+    if compute.startswith("cu"):
+        digits = compute[2:]
+        return "cuda", f"{digits[:-1]}.{digits[-1]}"
+    if compute.startswith("rocm"):
+        digits = compute[4:]
+        return "rocm", f"{digits[:-1]}.{digits[-1]}"
+    digits = compute[3:]
+    return "xpu", f"{digits[:4]}.{digits[4:]}"
+
+
+@dataclass(frozen=True)
+class TorchInstall:
+    """What a build needs to know about the torch of the running Python, read without importing it."""
+
+    version: str  # full, e.g. "2.13.0+cpu"
+    package_dir: Path
+    cuda: str | None
+    hip: str | None
+    xpu: bool
+
+    @property
+    def major_minor(self) -> str:
+        return ".".join(self.version.split("+")[0].split(".")[:2])
+
+    @property
+    def backend(self) -> str:
+        if self.cuda:
+            return "cuda"
+        if self.hip:
+            return "rocm"
+        if self.xpu:
+            return "xpu"
+        if sys.platform == "darwin":
+            return "metal"
+        return "cpu"
+
+    @property
+    def include_dirs(self) -> list[Path]:
+        include = self.package_dir / "include"
+        return [include, include / "torch" / "csrc" / "api" / "include"]
+
+    @property
+    def library_dir(self) -> Path:
+        return self.package_dir / "lib"
+
+
+def find_torch() -> TorchInstall:
+    """Locate the installed torch and read its version module as text (importing torch is slow)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise KbuildError(
+            "torch is not installed in this Python",
+            fix="install the torch you build for, e.g. `pip install torch==2.13.0`",
+        )
+    package_dir = Path(spec.origin).parent
+    version_py = (package_dir / "version.py").read_text(encoding="utf-8")
+
+    def field(name: str) -> str | None:
+        match = re.search(rf"^{name}\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]+)['\"]", version_py, re.M)
+        return match.group(1) if match else None
+
+    version = field("__version__") or importlib.metadata.version("torch")
+    xpu = field("xpu") is not None
+    return TorchInstall(version=version, package_dir=package_dir, cuda=field("cuda"), hip=field("hip"), xpu=xpu)
+
+
+def _machine() -> str:
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def _os() -> str:
+    return {"linux": "linux", "darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
+
+
+def detect_variant(backend: str | None = None, kind: str = COMPILED) -> Variant:
+    """The variant the running Python's torch can build and load.
+
+    `backend="cpu"` asks for a CPU build with a CUDA/ROCm torch (the CPU kernels of a
+    kernel are the same code whatever the torch build)."""
+    torch = find_torch()
+    found = torch.backend
+    if backend is None or backend == found:
+        backend = found
+    elif backend != "cpu":
+        raise KbuildError(
+            f"the running torch {torch.version} builds for `{found}`, not `{backend}`",
+            fix=f"run kbuild from a Python environment whose torch was built for {backend}",
+        )
+    toolkit = None
+    if backend == "cuda":
+        toolkit = ".".join(torch.cuda.split(".")[:2])
+    elif backend == "rocm":
+        toolkit = ".".join(torch.hip.split(".")[:2])
+    variant = Variant(torch=torch.major_minor, backend=backend, toolkit=toolkit, cpu=_machine(), os=_os())
+    return variant.with_kind(kind) if kind != COMPILED else variant
