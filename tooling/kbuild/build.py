@@ -119,16 +119,24 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
 
 
 def _require_tool(name: str, fix: str) -> str:
+    """The tool from its PyPI package (a dependency of kbuild) if installed, else from PATH."""
+    try:
+        module = __import__(name)
+        bundled = Path(getattr(module, "CMAKE_BIN_DIR", None) or getattr(module, "BIN_DIR", "")) / name
+        if bundled.is_file():
+            return str(bundled)
+    except ImportError:
+        pass
     path = shutil.which(name)
     if path is None:
-        raise KbuildError(f"`{name}` was not found on PATH", fix=fix)
+        raise KbuildError(f"`{name}` was not found", fix=fix)
     return path
 
 
 def _compile(project: Project, *, jobs: int | None, log: Log) -> Path:
     build_dir = project.build_dir
-    cmake = _require_tool("cmake", "pip install cmake, or apt-get install cmake")
-    ninja = _require_tool("ninja", "pip install ninja, or apt-get install ninja-build")
+    cmake = _require_tool("cmake", "pip install 'cmake>=3.26'")
+    ninja = _require_tool("ninja", "pip install ninja")
     if not (build_dir / "build.ninja").is_file():
         log(f"kbuild: configuring {build_dir}")
         args = [cmake, "-G", "Ninja", "-S", str(build_dir), "-B", str(build_dir), f"-DCMAKE_MAKE_PROGRAM={ninja}"]

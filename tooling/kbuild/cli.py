@@ -53,6 +53,15 @@ def cmd_variants(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from kbuild.checks import check_kernel, format_findings
 
+    if args.abi:
+        from kbuild.abi import check_abi
+
+        findings = [f for build_dir in args.abi for f in check_abi(Path(build_dir))]
+        for line in format_findings(findings):
+            print(line)
+        if not findings:
+            print(f"{', '.join(args.abi)}: ABI ok")
+        return 1 if findings else 0
     failed = False
     for kernel_dir in _kernel_dirs(args.kernels):
         findings = check_kernel(kernel_dir)
@@ -90,6 +99,85 @@ def cmd_update_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    import json
+
+    from kbuild import sync
+
+    if args.all == bool(args.kernels) or (not args.check and (args.all or args.json or len(args.kernels) > 1)):
+        raise KbuildError("a sync takes one kernel folder; --all and --json go with --check",
+                          fix="kbuild sync kernels/<name>, or kbuild sync --all --check")
+    if args.check:
+        kernel_dirs = sync.synced_kernels(Path("kernels")) if args.all else [Path(k) for k in args.kernels]
+        statuses = sync.upstream_status(kernel_dirs)
+        print(json.dumps(sync.status_report(statuses), indent=2) if args.json else "\n".join(map(str, statuses)))
+        return 1 if any(status.behind for status in statuses) else 0
+    summary = sync.sync_kernel(Path(args.kernels[0]), ref=args.ref).summary()
+    if args.summary:
+        Path(args.summary).write_text(summary, encoding="utf-8")
+    print(summary, end="")
+    return 0
+
+
+def cmd_rocm_compile(args: argparse.Namespace) -> int:
+    from kbuild.rocm import compile_kernel
+
+    for kernel_dir in _kernel_dirs(args.kernels):
+        out_dir = Path(args.out) / kernel_dir.name if args.out else None
+        for line in compile_kernel(kernel_dir, out_dir=out_dir, require=args.require_mfma or (),
+                                   function_pattern=args.in_function, missing_ok=not args.kernels):
+            print(line)
+    return 0
+
+
+def cmd_card(args: argparse.Namespace) -> int:
+    from kbuild.card import render_card
+
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_card(Path(args.kernel), link_base=out.parent), encoding="utf-8")
+        print(out)
+    else:
+        print(render_card(Path(args.kernel)), end="")
+    return 0
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from kbuild import matrix
+
+    root = Path(".")
+    if args.release:
+        kernel_dirs = matrix.named_kernels(root, [Path(k).name for k in args.release])
+    elif args.changed_since:
+        kernel_dirs = matrix.changed_kernels(root, args.changed_since)
+    else:
+        kernel_dirs = matrix.kernel_dirs(root)
+    print(matrix.render(matrix.matrix(root, kernel_dirs)))
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from kbuild import publish
+
+    if args.allow_nonportable and not args.to:
+        raise KbuildError("--allow-nonportable applies to a local hub folder (--to) only",
+                          fix="build in the manylinux_2_28 container of `kbuild matrix` to publish to the Hub")
+    release = publish.prepare_release(Path(args.kernel), repo_id=args.repo_id, variants=args.variant,
+                                      card_only=args.card_only)
+    if args.dry_run:
+        target = str(Path(args.to) / release.repo_id) if args.to else "hub"
+        print("\n".join(publish.describe(release, target, allow_nonportable=args.allow_nonportable)))
+        return 1 if release.abi_findings and not args.allow_nonportable else 0
+    if args.to:
+        for finding in release.abi_findings if args.allow_nonportable else []:
+            print(f"warning: not portable, published anyway: {finding}", file=sys.stderr)
+        print(publish.publish_to_folder(release, Path(args.to), allow_nonportable=args.allow_nonportable))
+    else:
+        publish.publish_to_hub(release)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbuild", description="Build, check, test and publish PyTorch kernels.")
     parser.add_argument("--version", action="version", version=f"kbuild {__version__}")
@@ -110,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--variant", help="variant name (default: this environment's)")
 
     sub = command("check", cmd_check, "Check kernels' layout and op registration.")
+    sub.add_argument("--abi", nargs="+", metavar="BUILD_DIR", help="instead, check the ELF ABI of the .so files under "
+                     "these build/ or build/<variant>/ folders (manylinux_2_28, Python limited API, torch stable ABI)")
 
     sub = command("test", cmd_test, "Build if needed, then run a kernel's tests against the fresh build.")
     sub.add_argument("--variant", help="variant to build and test")
@@ -128,6 +218,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command("update-build", cmd_update_build, "Rewrite an older build.toml (edition 2 or 4) as edition 5.")
     sub.add_argument("--license", help="SPDX license id to add when the file has none")
+
+    sub = command("sync", cmd_sync, "Sync a kernel with its upstream (upstream.yaml), or report which kernels are behind.", kernels=False)
+    sub.add_argument("kernels", nargs="*", metavar="KERNEL_DIR", help="the kernel folder to sync (several with --check)")
+    sub.add_argument("--all", action="store_true", help="every kernel under ./kernels with an upstream.yaml (with --check)")
+    sub.add_argument("--check", action="store_true", help="only report which kernels are behind; exit 1 when any is, 0 when none")
+    sub.add_argument("--json", action="store_true", help="with --check: print the report as JSON")
+    sub.add_argument("--ref", help="upstream branch, tag or commit to sync to (default: upstream.yaml's ref)")
+    sub.add_argument("--summary", metavar="FILE", help="also write the summary (a pull request body) to FILE")
+
+    sub = command("rocm-compile", cmd_rocm_compile, "Compile kernels' ROCm sources device-only with clang-19 (no GPU needed); optionally require MFMA instructions.")
+    sub.add_argument("--out", metavar="DIR", help="output folder (default: <kernel>/build/rocm-device)")
+    sub.add_argument("--require-mfma", nargs="?", action="append", const=r"v_mfma_f32_\w+_fp8_fp8", metavar="REGEX",
+                     help="fail unless each checked function has an instruction matching REGEX (default: the FP8 MFMA ones); repeatable")
+    sub.add_argument("--in-function", default="", metavar="REGEX", help="with --require-mfma: check only functions whose symbol matches REGEX (default: all)")
+    sub = command("card", cmd_card, "Render a kernel's CARD.md into its Hub README (kernel card).", kernels=False)
+    sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
+    sub.add_argument("--out", metavar="FILE", help="write the card to FILE (links made relative to it) instead of stdout")
+
+    sub = command("matrix", cmd_matrix, "Print the CI jobs (build and test matrices) as JSON for GitHub's fromJSON.", kernels=False)
+    group = sub.add_mutually_exclusive_group()
+    group.add_argument("--changed-since", metavar="REF", help="only kernels changed since REF (all when kbuild itself changed)")
+    group.add_argument("--release", nargs="+", metavar="KERNEL", help="every variant of these kernels (names or folders)")
+
+    sub = command("publish", cmd_publish, "Publish built variants, benchmarks and the card to a Hub kernel repository.", kernels=False)
+    sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
+    sub.add_argument("--repo-id", metavar="ORG/NAME", help="target repository (default: build.toml's, or kernels-community/<name>)")
+    sub.add_argument("--variant", action="append", metavar="VARIANT", help="publish only this built variant (repeatable)")
+    sub.add_argument("--card-only", action="store_true", help="publish only the card (main) and benchmarks (version branch)")
+    sub.add_argument("--dry-run", action="store_true", help="print the operations without publishing")
+    sub.add_argument("--to", metavar="FOLDER", help="publish into a local hub folder (git repositories) instead of the Hub")
+    sub.add_argument("--allow-nonportable", action="store_true",
+                     help="with --to: publish variants that fail the ABI check (e.g. built with this machine's toolchain)")
     return parser
 
 

@@ -1,0 +1,101 @@
+"""Source checks of a kernel: manifest, layout, and the op-registration rule of the Kernel Hub."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbuild.errors import KbuildError
+from kbuild.manifest import load_manifest
+
+REGISTERING_DECORATORS = {
+    "custom_op", "triton_op", "register_kernel", "register_fake", "register_vmap", "register_torch_dispatch",
+}
+PREFIX_FUNCTION = "add_op_namespace_prefix"
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: Path
+    line: int | None
+    message: str
+    severity: str = "error"  # or "warning"
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
+        return f"{where}: {self.severity}: {self.message}"
+
+
+def format_findings(findings: list[Finding]) -> list[str]:
+    return [str(f) for f in findings]
+
+
+def check_kernel(kernel_dir: Path | str) -> list[Finding]:
+    """Every problem found in `kernel_dir`; an empty list means the kernel passes."""
+    kernel_dir = Path(kernel_dir)
+    try:
+        manifest = load_manifest(kernel_dir)
+    except KbuildError as exc:
+        line = exc.where if isinstance(exc.where, int) or (isinstance(exc.where, str) and exc.where.isdigit()) else None
+        return [Finding(Path(exc.file or kernel_dir / "build.toml"), int(line) if line else None, exc.message)]
+    package_dir = kernel_dir / "torch-ext" / manifest.python_name
+    findings = check_layout(kernel_dir, manifest.python_name)
+    if package_dir.is_dir():
+        for path in sorted(package_dir.rglob("*.py")):
+            findings += check_op_registration(path)
+    return findings
+
+
+def check_layout(kernel_dir: Path, python_name: str) -> list[Finding]:
+    package_dir = kernel_dir / "torch-ext" / python_name
+    findings = []
+    if not (package_dir / "__init__.py").is_file():
+        findings.append(Finding(package_dir / "__init__.py", None, f"missing: the kernel's Python package must be torch-ext/{python_name}/__init__.py"))
+    if (package_dir / python_name).is_dir():
+        findings.append(Finding(package_dir / python_name, None, f"nested package torch-ext/{python_name}/{python_name}/: move its files up one level"))
+    tests = kernel_dir / "tests"
+    if not any(tests.glob("test_*.py")):
+        findings.append(Finding(tests, None, "no tests: add tests/test_*.py (quick ones marked @pytest.mark.kernels_ci)", "warning"))
+    return findings
+
+
+def _decorator_name(node: ast.expr) -> str | None:
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    if isinstance(target, ast.Name):
+        return target.id
+    return None
+
+
+def _is_prefixed(arg: ast.expr) -> bool:
+    return isinstance(arg, ast.Call) and _decorator_name(arg) == PREFIX_FUNCTION
+
+
+def check_op_registration(path: Path) -> list[Finding]:
+    """Module-level ops must be registered under `add_op_namespace_prefix(...)`, never a fixed name."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        return [Finding(path, exc.lineno, f"Python syntax error: {exc.msg}")]
+    findings = []
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for decorator in node.decorator_list:
+            name = _decorator_name(decorator)
+            if name not in REGISTERING_DECORATORS:
+                continue
+            args = decorator.args if isinstance(decorator, ast.Call) else []
+            if not args or not _is_prefixed(args[0]):
+                findings.append(
+                    Finding(
+                        path,
+                        decorator.lineno,
+                        f"`@{name}` on `{node.name}` registers a fixed op name; pass "
+                        f"`{PREFIX_FUNCTION}(\"...\")` (from ._ops) as its first argument so that "
+                        "two builds of the kernel can load side by side",
+                    )
+                )
+    return findings

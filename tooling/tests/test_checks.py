@@ -1,0 +1,50 @@
+from kbuild.checks import check_kernel, check_op_registration
+
+FIXED = """\
+import torch
+from ._ops import add_op_namespace_prefix
+
+@torch.library.custom_op("relu::fixed", mutates_args=())
+def fixed(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+@torch.library.register_fake(add_op_namespace_prefix("ok"))
+def ok(x):
+    return x
+"""
+
+
+def test_fixed_namespace_is_an_error_with_file_and_line(tmp_path):
+    path = tmp_path / "ops.py"
+    path.write_text(FIXED)
+    findings = check_op_registration(path)
+    assert len(findings) == 1
+    assert findings[0].line == 4 and findings[0].severity == "error"
+    assert str(findings[0]).startswith(f"{path}:4: error: `@custom_op` on `fixed` registers a fixed op name")
+
+
+def test_prefixed_registration_passes(tmp_path):
+    path = tmp_path / "ops.py"
+    path.write_text(FIXED.replace('"relu::fixed"', 'add_op_namespace_prefix("fixed")'))
+    assert check_op_registration(path) == []
+
+
+def test_kernel_with_fixed_namespace_fails_check(kernel_dir):
+    (kernel_dir / "torch-ext" / "demo" / "layers.py").write_text(FIXED)
+    errors = [f for f in check_kernel(kernel_dir) if f.severity == "error"]
+    assert [f.line for f in errors] == [4]
+
+
+def test_layout_nested_package_and_missing_init(kernel_dir):
+    (kernel_dir / "torch-ext" / "demo" / "demo").mkdir()
+    messages = [f.message for f in check_kernel(kernel_dir)]
+    assert any("nested package" in m for m in messages)
+    (kernel_dir / "torch-ext" / "demo" / "__init__.py").unlink()
+    messages = [f.message for f in check_kernel(kernel_dir)]
+    assert any("missing: the kernel's Python package" in m for m in messages)
+
+
+def test_manifest_errors_become_findings(kernel_dir):
+    (kernel_dir / "build.toml").write_text("[general\n")
+    findings = check_kernel(kernel_dir)
+    assert findings and "invalid TOML" in findings[0].message and findings[0].line == 1

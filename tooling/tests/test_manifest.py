@@ -1,0 +1,163 @@
+import warnings
+from pathlib import Path
+
+import pytest
+
+from kbuild.errors import KbuildError
+from kbuild.manifest import load_manifest, upgrade_file
+from kbuild.cli import main
+
+
+def rewrite(kernel_dir: Path, old: str, new: str) -> None:
+    path = kernel_dir / "build.toml"
+    text = path.read_text()
+    assert old in text, f"test setup: {old!r} not in build.toml"
+    path.write_text(text.replace(old, new))
+
+
+def error_of(kernel_dir: Path) -> KbuildError:
+    with pytest.raises(KbuildError) as info:
+        load_manifest(kernel_dir)
+    return info.value
+
+
+def test_valid_manifest_loads(kernel_dir):
+    manifest = load_manifest(kernel_dir)
+    assert manifest.name == "demo" and manifest.version == 1 and manifest.backends == ["cpu"]
+    assert manifest.repo_id == "kernels-community/demo"
+    assert manifest.upload_branch == "v1"
+    assert manifest.kernels["demo_cpu"].src == ["demo_cpu/demo.cpp"]
+
+
+def test_toml_syntax_error_names_the_line(kernel_dir):
+    rewrite(kernel_dir, 'license = "MIT"', 'license = "MIT')
+    err = error_of(kernel_dir)
+    assert "invalid TOML" in err.message and err.where == "5"
+
+
+def test_unknown_key_suggests_the_right_one(kernel_dir):
+    rewrite(kernel_dir, 'depends = ["torch"]', 'depends = ["torch"]\ncuda-capabilites = ["8.0"]')
+    err = error_of(kernel_dir)
+    assert "[kernel.demo_cpu] cuda-capabilites: unknown key" in err.message
+    assert err.fix == "did you mean `cuda-capabilities`?"
+    assert err.where == "14"
+
+
+def test_unknown_table(kernel_dir):
+    rewrite(kernel_dir, "[torch]", "[troch]")
+    err = error_of(kernel_dir)
+    assert "unknown table `[troch]`" in err.message and "[torch]" in err.fix
+
+
+def test_wrong_type(kernel_dir):
+    rewrite(kernel_dir, "version = 1", 'version = "1"')
+    err = error_of(kernel_dir)
+    assert "[general] version: expected a integer" in err.message.replace("an integer", "a integer")
+    assert err.where == "3"
+
+
+def test_missing_required_key(kernel_dir):
+    rewrite(kernel_dir, 'license = "MIT"\n', "")
+    err = error_of(kernel_dir)
+    assert "missing required key `license`" in err.message
+    assert err.fix == 'add `license = "Apache-2.0"` to [general]'
+
+
+def test_missing_source_file(kernel_dir):
+    rewrite(kernel_dir, '"demo_cpu/demo.cpp"', '"demo_cpu/missing.cpp"')
+    err = error_of(kernel_dir)
+    assert "`demo_cpu/missing.cpp` does not exist" in err.message
+    assert "src" in err.message and err.where == "14"
+
+
+def test_backend_without_kernel_table(kernel_dir):
+    rewrite(kernel_dir, 'backends = ["cpu"]', 'backends = ["cpu", "cuda"]')
+    err = error_of(kernel_dir)
+    assert "backend `cuda` has no [kernel.*] table" in err.message
+    assert 'backend = "cuda"' in err.fix
+
+
+def test_unknown_depends(kernel_dir):
+    rewrite(kernel_dir, 'depends = ["torch"]', 'depends = ["torch", "cutlass_9_9"]')
+    err = error_of(kernel_dir)
+    assert "unknown value `cutlass_9_9`" in err.message and "allowed:" in err.fix
+
+
+def test_backend_specific_key_on_the_wrong_backend(kernel_dir):
+    rewrite(kernel_dir, 'depends = ["torch"]', 'depends = ["torch"]\nrocm-archs = ["gfx942"]')
+    err = error_of(kernel_dir)
+    assert "applies to backend `rocm` only" in err.message
+
+
+def test_cli_prints_file_line_and_fix_without_traceback(kernel_dir, capsys):
+    rewrite(kernel_dir, 'depends = ["torch"]', 'depnds = ["torch"]')
+    assert main(["check", str(kernel_dir)]) == 1
+    out = capsys.readouterr().out
+    assert f"{kernel_dir / 'build.toml'}:13: error: [kernel.demo_cpu] depnds: unknown key" in out
+    assert main(["build", str(kernel_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {kernel_dir / 'build.toml'}:13:")
+    assert "fix: did you mean `depends`?" in err and "Traceback" not in err
+
+
+EDITION_4 = """\
+[general]
+name = "demo"
+version = 1
+license = "MIT"
+backends = ["cpu"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.demo_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["demo_cpu/demo.cpp"]
+"""
+
+EDITION_2 = """\
+# The 2025 format
+[general]
+name = "demo"
+universal = false
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.demo_cpu]
+backend = "cpu"  # keep this comment
+depends = ["torch"]
+src = ["demo_cpu/demo.cpp"]
+"""
+
+
+def test_edition_4_is_upgraded_in_memory_with_a_warning(kernel_dir):
+    (kernel_dir / "build.toml").write_text(EDITION_4)
+    with pytest.warns(UserWarning, match="reading it as edition 4"):
+        manifest = load_manifest(kernel_dir)
+    assert manifest.general.edition == 5 and manifest.source_edition == 4
+
+
+def test_edition_2_warning_says_what_to_add(kernel_dir):
+    (kernel_dir / "build.toml").write_text(EDITION_2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        manifest = load_manifest(kernel_dir)
+    message = str(caught[0].message)
+    assert "edition = 5, version = 1, license = \"<SPDX id>\", backends = [\"cpu\"]" in message
+    assert "remove `universal`" in message
+    assert manifest.backends == ["cpu"] and manifest.source_edition == 2
+
+
+def test_update_build_persists_the_upgrade_and_keeps_comments(kernel_dir):
+    (kernel_dir / "build.toml").write_text(EDITION_2)
+    with pytest.raises(KbuildError, match="no license"):
+        upgrade_file(kernel_dir)
+    assert main(["update-build", "--license", "MIT", str(kernel_dir)]) == 0
+    text = (kernel_dir / "build.toml").read_text()
+    assert "# keep this comment" in text and "universal" not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        manifest = load_manifest(kernel_dir)
+    assert (manifest.general.edition, manifest.general.license, manifest.backends) == (5, "MIT", ["cpu"])
