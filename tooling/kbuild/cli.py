@@ -110,7 +110,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if args.check:
         kernel_dirs = sync.synced_kernels(Path("kernels")) if args.all else [Path(k) for k in args.kernels]
         statuses = sync.upstream_status(kernel_dirs)
-        print(json.dumps(sync.status_report(statuses), indent=2) if args.json else "\n".join(map(str, statuses)))
+        text = "\n".join(map(str, statuses)) or "no kernel under ./kernels has an upstream.yaml"
+        print(json.dumps(sync.status_report(statuses), indent=2) if args.json else text)
         return 1 if any(status.behind for status in statuses) else 0
     summary = sync.sync_kernel(Path(args.kernels[0]), ref=args.ref).summary()
     if args.summary:
@@ -178,6 +179,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_all(args: argparse.Namespace) -> int:
+    from kbuild.pipeline import format_table, run_all
+
+    results, ok = run_all(_kernel_dirs(args.kernels))
+    print()
+    print(format_table(results))
+    return 0 if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbuild", description="Build, check, test and publish PyTorch kernels.")
     parser.add_argument("--version", action="version", version=f"kbuild {__version__}")
@@ -205,7 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--variant", help="variant to build and test")
     sub.add_argument("--ci", action="store_true", help="run only the quick tests marked kernels_ci")
     sub.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
-    sub.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="-- PYTEST_ARGS", help="extra pytest arguments after --")
+    sub.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
+
+    command("all", cmd_all, "The main job: build every kernel for this machine, run its quick tests, "
+            "load each build with the `kernels` library, and print a summary table.")
 
     sub = command("variants", cmd_variants, "Print this environment's variant, or parse variant names.", kernels=False)
     sub.add_argument("--parse", nargs="+", metavar="NAME", help="parse and explain variant names")
@@ -255,9 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, passthrough = argv[:split], argv[split + 1:]
     args = parser.parse_args(argv)
-    if getattr(args, "pytest_args", None) and args.pytest_args[:1] == ["--"]:
-        args.pytest_args = args.pytest_args[1:]
+    args.pytest_args = passthrough
     warnings.formatwarning = lambda message, category, *rest: f"warning: {message}\n"
     try:
         return args.func(args)

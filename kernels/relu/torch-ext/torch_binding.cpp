@@ -12,13 +12,12 @@
 
 namespace {
 
-relu_kernels::DType kernel_dtype(const torch::Tensor& x) {
+bool kernel_dtype(const torch::Tensor& x, relu_kernels::DType* dtype) {
   switch (x.scalar_type()) {
-    case torch::kFloat32: return relu_kernels::DType::Float32;
-    case torch::kFloat16: return relu_kernels::DType::Float16;
-    case torch::kBFloat16: return relu_kernels::DType::BFloat16;
-    default:
-      TORCH_CHECK(false, "relu: x must be float32, float16 or bfloat16, got ", x.scalar_type());
+    case torch::kFloat32: *dtype = relu_kernels::DType::Float32; return true;
+    case torch::kFloat16: *dtype = relu_kernels::DType::Float16; return true;
+    case torch::kBFloat16: *dtype = relu_kernels::DType::BFloat16; return true;
+    default: return false;
   }
 }
 
@@ -32,7 +31,8 @@ void relu(torch::Tensor& out, const torch::Tensor& x) {
   TORCH_CHECK(out.sizes() == x.sizes(), "relu: out has shape ", out.sizes(), ", expected the shape of x ",
               x.sizes());
   TORCH_CHECK(x.is_contiguous() && out.is_contiguous(), "relu: x and out must be contiguous; call .contiguous()");
-  const relu_kernels::DType dtype = kernel_dtype(x);
+  relu_kernels::DType dtype;
+  TORCH_CHECK(kernel_dtype(x, &dtype), "relu: x must be float32, float16 or bfloat16, got ", x.scalar_type());
 #if defined(CPU_KERNEL)
   const char* error = relu_kernels::relu_cpu(out.data_ptr(), x.data_ptr(), x.numel(), dtype);
 #else

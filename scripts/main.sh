@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: set up, then build every kernel for this machine's variant, run its quick
+# tests, load each build with the real `kernels` library and print a summary table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+exec .venv/bin/kbuild all "$@"

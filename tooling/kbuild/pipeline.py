@@ -1,0 +1,81 @@
+"""The main job: build every kernel for this machine, run its quick tests, load each build
+with the real `kernels` library, and summarise."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbuild.build import build_kernel
+from kbuild.errors import KbuildError
+from kbuild.manifest import load_manifest
+from kbuild.testing import loader_environment, run_tests
+
+LOAD_PROBE = (
+    "import sys; from kernels import get_kernel\n"
+    "module = get_kernel(sys.argv[1], version=int(sys.argv[2]))\n"
+    "print(module.__name__, ','.join(getattr(module, '__all__', [])))\n"
+)
+
+
+@dataclass
+class KernelResult:
+    name: str
+    variant: str = "-"
+    build: str = "not run"
+    tests: str = "not run"
+    load: str = "not run"
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.build == "ok" and self.tests == "passed" and self.load.startswith("ok")
+
+
+def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
+    """Import the fresh build in a clean interpreter through `kernels.get_kernel` + LOCAL_KERNELS."""
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_PROBE, repo_id, str(version)],
+        env=loader_environment(kernel_dir, repo_id),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        return "failed: " + (result.stderr.strip().splitlines() or ["?"])[-1]
+    module, functions = result.stdout.split()[:2] if len(result.stdout.split()) > 1 else (result.stdout.strip(), "")
+    return f"ok ({module}: {functions})"
+
+
+def run_kernel(kernel_dir: Path) -> KernelResult:
+    started = time.monotonic()
+    result = KernelResult(kernel_dir.name)
+    try:
+        manifest = load_manifest(kernel_dir)
+        result.variant = build_kernel(kernel_dir).name
+        result.build = "ok"
+        code = run_tests(kernel_dir, ci=True, build=False)
+        result.tests = "passed" if code == 0 else f"failed (pytest exit {code})"
+        result.load = load_with_kernels(kernel_dir.resolve(), manifest.repo_id, manifest.version)
+    except KbuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        result.build = "failed" if result.build != "ok" else result.build
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def format_table(results: list[KernelResult]) -> str:
+    header = ("kernel", "variant", "build", "quick tests", "loaded by kernels", "time")
+    rows = [(r.name, r.variant, r.build, r.tests, r.load, f"{r.seconds:.0f} s") for r in results]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)) for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def run_all(kernel_dirs: list[Path]) -> tuple[list[KernelResult], bool]:
+    results = [run_kernel(d) for d in kernel_dirs]
+    return results, all(r.ok for r in results)
