@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -35,6 +37,11 @@ def changed_files(ref: str, cwd: Path) -> list[str]:
     committed = git(["diff", "--name-only", "--no-renames", f"{ref}...HEAD"], root)
     uncommitted = git(["diff", "--name-only", "--no-renames", "HEAD"], root)
     return sorted({line for line in (committed + uncommitted).splitlines() if line})
+
+
+def lfs_available(cwd: Path) -> bool:
+    """Whether the git-lfs extension is installed."""
+    return bool(git(["lfs", "version"], cwd, check=False).strip())
 
 
 def toplevel(path: Path) -> Path | None:
@@ -87,3 +94,142 @@ def _content_hash(directory: Path) -> str:
         if path.is_file() and not skip.intersection(rel.parts):
             digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:7]
+
+
+# --- upstream sync (kbuild.sync): fetch into a cache, read trees and blobs, apply patches ---
+
+_FAILED_HUNK = re.compile(r"^error: patch failed: (?P<file>.+):(?P<line>\d+)$", re.MULTILINE)
+_HUNK_HEADER = re.compile(r"^@@ -(?P<line>\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _run(args: list[str], cwd: Path, *, outside_repo: bool = False) -> subprocess.CompletedProcess:
+    """Run git, never prompting; `outside_repo` keeps git from using a repository above `cwd`."""
+    if shutil.which("git") is None:
+        raise KbuildError("git is not installed", fix="install git (apt-get install git)")
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    if outside_repo:
+        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=env)
+
+
+def _stderr(proc: subprocess.CompletedProcess) -> str:
+    detail = proc.stderr.decode(errors="replace").strip()
+    return detail or f"git exited with status {proc.returncode}"
+
+
+def fetch(cache: Path, url: str, ref: str) -> str:
+    """Fetch `ref` (branch, tag, HEAD or commit id) of `url` into the bare repository `cache`;
+    return the commit it names."""
+    if not (cache / "HEAD").is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        git(["init", "--bare", "--quiet"], cache)
+    proc = _run(["fetch", "--quiet", "--no-tags", "--", url, ref], cache)
+    if proc.returncode != 0:
+        raise KbuildError(
+            f"cannot fetch {ref!r} from {url}: {_stderr(proc)}",
+            fix="check `url` and `ref` in upstream.yaml (a branch, a tag or a full commit id) "
+            "and your access to the repository",
+        )
+    return git(["rev-parse", "--verify", "FETCH_HEAD^{commit}"], cache).strip()
+
+
+def has_commit(repo: Path, commit: str) -> bool:
+    """Whether the repository `repo` holds the commit `commit`."""
+    return _run(["cat-file", "-e", f"{commit}^{{commit}}"], repo).returncode == 0
+
+
+def ls_remote(url: str, ref: str, cwd: Path) -> str | None:
+    """The commit that `ref` (HEAD, a branch or a tag) names on `url`, or None if none."""
+    proc = _run(["ls-remote", "--", url], cwd)
+    if proc.returncode != 0:
+        raise KbuildError(
+            f"cannot list the refs of {url}: {_stderr(proc)}",
+            fix="check `url` in upstream.yaml and your access to the repository",
+        )
+    refs = {}
+    for line in proc.stdout.decode().splitlines():
+        commit, _, name = line.partition("\t")
+        refs[name] = commit
+    for name in (f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", ref):
+        if name in refs:
+            return refs[name]
+    return None
+
+
+def tree_files(repo: Path, commit: str) -> dict[str, tuple[str, str]]:
+    """Every file of `commit`: path -> (mode, object id); 120000: symlink, 160000: submodule."""
+    out = git(["ls-tree", "-r", "-z", "--full-tree", commit], repo)
+    files = {}
+    for record in filter(None, out.split("\0")):
+        meta, _, path = record.partition("\t")
+        mode, _kind, oid = meta.split(" ")
+        files[path] = (mode, oid)
+    return files
+
+
+def read_blob(repo: Path, oid: str) -> bytes:
+    """The content of the blob `oid`."""
+    proc = _run(["cat-file", "blob", oid], repo)
+    if proc.returncode != 0:
+        raise KbuildError(f"cannot read object {oid} in {repo}: {_stderr(proc)}")
+    return proc.stdout
+
+
+def log_oneline(repo: Path, old: str, new: str) -> list[str]:
+    """`git log --oneline old..new`: the commits in `new` that `old` lacks, newest first."""
+    return git(["log", "--oneline", "--no-decorate", f"{old}..{new}"], repo).splitlines()
+
+
+def patch_paths(patch: Path, cwd: Path) -> list[str]:
+    """The paths that `patch` reads or writes (both names of a rename), relative to `cwd`."""
+    proc = _run(["apply", "--numstat", "-z", str(patch.resolve())], cwd, outside_repo=True)
+    if proc.returncode != 0:
+        raise KbuildError(f"cannot read patch: {_stderr(proc)}", file=str(patch))
+    fields = proc.stdout.decode().split("\0")
+    paths, i = [], 0
+    while i < len(fields) and fields[i]:
+        added_deleted_path = fields[i].split("\t")
+        if added_deleted_path[2]:
+            paths.append(added_deleted_path[2])
+            i += 1
+        else:  # a rename: the two names follow as their own fields
+            paths += fields[i + 1 : i + 3]
+            i += 3
+    return paths
+
+
+def apply_patch(patch: Path, cwd: Path) -> None:
+    """Apply `patch` to the files under `cwd`, all hunks or none; a failure names file and hunk."""
+    proc = _run(["apply", "--verbose", str(patch.resolve())], cwd, outside_repo=True)
+    if proc.returncode == 0:
+        return
+    err = proc.stderr.decode(errors="replace")
+    failed = _FAILED_HUNK.search(err)
+    if failed is None:
+        lines = [line[len("error: ") :] for line in err.splitlines() if line.startswith("error: ")]
+        detail = "; ".join(lines) or _stderr(proc)
+        raise KbuildError(f"patch does not apply: {detail}", file=str(patch))
+    file, line = failed["file"], int(failed["line"])
+    hunk = _find_hunk(patch, file, line)
+    if hunk is None:
+        raise KbuildError(f"the hunk at line {line} of {file} no longer applies", file=str(patch))
+    number, header = hunk
+    raise KbuildError(
+        f"{header} of {file} no longer applies", file=str(patch), where=f"hunk #{number}"
+    )
+
+
+def _find_hunk(patch: Path, path: str, line: int) -> tuple[int, str] | None:
+    """Number (from 1, within `path`) and header of the hunk of `patch` at old line `line`."""
+    current, number = None, 0
+    for text in patch.read_text(errors="replace").splitlines():
+        if text.startswith("--- "):
+            name = text[4:].split("\t")[0]
+            current, number = name.removeprefix("a/"), 0
+        elif text.startswith("+++ ") and current == "/dev/null":
+            current = text[4:].split("\t")[0].removeprefix("b/")
+        elif (match := _HUNK_HEADER.match(text)) and current == path:
+            number += 1
+            if int(match["line"]) == line:
+                return number, text.split(" @@")[0] + " @@"
+    return None
