@@ -5,8 +5,8 @@
 - in torch stable-ABI variants (`torch-stable-abi*` folders), no imported `c10::`/`at::`/`torch::`
   C++ symbol outside `torch::stable::` (those bind to libtorch's unstable C++ ABI).
 
-Only undefined (imported) dynamic symbols are judged: that is what the loader must resolve against the
-system. ELF is read with pyelftools; C++ names are demangled with binutils' `c++filt`.
+Only undefined (imported) dynamic symbols are judged: that is what the loader must resolve
+against the system. ELF is read with pyelftools; C++ names are demangled with binutils' `c++filt`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from elftools.elf.elffile import ELFFile
 from kbuild.checks import Finding
 from kbuild.errors import KbuildError
 
-# manylinux_2_28 (AlmaLinux 8: glibc 2.28, GCC 8 runtime): newest symbol version allowed per namespace.
+# manylinux_2_28 (AlmaLinux 8: glibc 2.28, GCC 8 runtime): newest version allowed per namespace.
 MANYLINUX_2_28 = {"GLIBC": (2, 28), "GLIBCXX": (3, 4, 24), "CXXABI": (1, 3, 11), "GCC": (7, 0, 0)}
 LIMITED_API_FILE = Path(__file__).parent / "data" / "python-abi3-3.9.txt"
 STABLE_ABI_PREFIX = "torch-stable-abi"
@@ -44,7 +44,9 @@ def check_abi(build_dir: Path) -> list[Finding]:
     build_dir = Path(build_dir)
     if not build_dir.is_dir():
         raise KbuildError(
-            "not a directory", file=str(build_dir), fix="pass a kernel's build/ folder or one build/<variant>/ folder"
+            "not a directory",
+            file=str(build_dir),
+            fix="pass a kernel's build/ folder or one build/<variant>/ folder",
         )
     findings: list[Finding] = []
     for library in sorted(build_dir.rglob("*.so")):
@@ -56,6 +58,9 @@ def check_abi(build_dir: Path) -> list[Finding]:
 def check_library(library: Path, *, stable_abi: bool) -> list[Finding]:
     imports = read_imports(library)
     findings = [Finding(library, None, message, "error") for message in symbol_version_problems(imports)]
+    embedded = embedded_cxx_runtime(library)
+    if embedded:
+        findings.append(Finding(library, None, embedded, "error"))
     python = python_problems(imports)
     if python:
         findings.append(Finding(library, None, python, "error"))
@@ -84,8 +89,34 @@ def read_imports(library: Path) -> list[Import]:
             return imports
     except ELFError as err:
         raise KbuildError(
-            f"not a readable ELF shared library ({err})", file=str(library), fix="rebuild the variant"
+            f"not a readable ELF shared library ({err})",
+            file=str(library),
+            fix="rebuild the variant",
         ) from None
+
+
+# Symbols that only libstdc++ itself defines: a library defining them carries a static copy
+# of the C++ runtime, whose locale state clashes with the process's libstdc++ (a crash in
+# the first `ostream << long`, e.g. while formatting a TORCH_CHECK message).
+CXX_RUNTIME_PREFIXES = ("_ZNSt6locale", "_ZNSo9_M_insert", "_ZNKSt7__cxx119money_put", "_ZNSt8ios_base")
+
+
+def embedded_cxx_runtime(library: Path) -> str | None:
+    """A message when `library` defines libstdc++'s own symbols (static libstdc++), else None."""
+    with open(library, "rb") as stream:
+        dynsym = ELFFile(stream).get_section_by_name(".dynsym")
+        defined = sorted(
+            symbol.name
+            for symbol in (dynsym.iter_symbols() if dynsym is not None else [])
+            if symbol["st_shndx"] != "SHN_UNDEF" and symbol.name.startswith(CXX_RUNTIME_PREFIXES)
+        )
+    if not defined:
+        return None
+    return (
+        f"defines libstdc++'s own symbols ({_some(defined, 2)}): the C++ runtime was linked "
+        "statically and will crash next to torch's libstdc++; build with a compiler that links "
+        "the shared libstdc++ (e.g. CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++)"
+    )
 
 
 def _needed_versions(elf: ELFFile) -> dict[int, str]:
@@ -112,7 +143,8 @@ def symbol_version_problems(imports: list[Import]) -> list[str]:
         namespace = version.partition("_")[0]
         newest = f"{namespace}_{'.'.join(map(str, MANYLINUX_2_28[namespace]))}"
         problems.append(
-            f"needs {version} ({_some(names)}); manylinux_2_28 allows at most {newest}: build in the "
+            f"needs {version} ({_some(names)}); manylinux_2_28 allows at most {newest}: "
+            "build in the "
             "manylinux_2_28 container that `kbuild matrix` names, or avoid these symbols"
         )
     return problems
@@ -124,7 +156,8 @@ def python_problems(imports: list[Import]) -> str | None:
     if not outside:
         return None
     return (
-        f"imports Python symbols outside the limited API 3.9 ({_some(outside)}); compile the binding with "
+        f"imports Python symbols outside the limited API 3.9 ({_some(outside)}); "
+        "compile the binding with "
         "Py_LIMITED_API=0x03090000 and use only functions of the stable ABI"
     )
 
@@ -135,8 +168,9 @@ def stable_abi_problems(imports: list[Import]) -> str | None:
     if not unstable:
         return None
     return (
-        f"stable-ABI variant imports torch C++ symbols outside torch::stable:: ({_some(unstable)}); "
-        "use the torch/csrc/stable API (torch::stable::Tensor, STABLE_TORCH_LIBRARY) instead of ATen/c10"
+        "stable-ABI variant imports torch C++ symbols outside torch::stable:: "
+        f"({_some(unstable)}); use the torch/csrc/stable API (torch::stable::Tensor, "
+        "STABLE_TORCH_LIBRARY) instead of ATen/c10"
     )
 
 

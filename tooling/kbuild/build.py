@@ -18,7 +18,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from kbuild import __version__, gitrepo
+from kbuild import __version__, abi, gitrepo
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_if_changed, write_project
 from kbuild.manifest import Manifest, load_manifest
@@ -74,9 +74,13 @@ def check_torch_bounds(manifest: Manifest, torch: TorchInstall) -> None:
         return
     current = Version(torch.major_minor)
     if spec.minver and current < Version(spec.minver):
-        raise KbuildError(f"needs torch >= {spec.minver}, found {torch.version}", file=manifest.path, where="[torch] minver")
+        raise KbuildError(
+            f"needs torch >= {spec.minver}, found {torch.version}", file=manifest.path, where="[torch] minver"
+        )
     if spec.maxver and current > Version(spec.maxver):
-        raise KbuildError(f"needs torch <= {spec.maxver}, found {torch.version}", file=manifest.path, where="[torch] maxver")
+        raise KbuildError(
+            f"needs torch <= {spec.maxver}, found {torch.version}", file=manifest.path, where="[torch] maxver"
+        )
 
 
 def build_kernel(
@@ -111,7 +115,9 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
     manifest = load_manifest(kernel_dir)
     target = resolve_variant(manifest, variant)
     if target.kind == NOARCH:
-        raise KbuildError(f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path)
+        raise KbuildError(
+            f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path
+        )
     uid = gitrepo.source_uid(kernel_dir)
     project = Project(manifest, target, ops_name(manifest, target.backend, uid), kernel_dir / ".kbuild" / target.name)
     write_project(project, find_torch())
@@ -148,6 +154,12 @@ def _compile(project: Project, *, jobs: int | None, log: Log) -> Path:
     library = build_dir / f"{project.ops_name}.abi3.so"
     if not library.is_file():
         raise KbuildError(f"the build finished without producing {library.name}", file=build_dir / "CMakeLists.txt")
+    embedded = abi.embedded_cxx_runtime(library)
+    if embedded:
+        compiler = os.environ.get("CXX", "the default c++")
+        raise KbuildError(
+            f"{library.name} {embedded}", file=library, fix=f"CXX is {compiler}; rebuild after changing it"
+        )
     return library
 
 
@@ -230,7 +242,9 @@ def metadata(project: Project, contents: dict[str, bytes]) -> dict:
         "backend": backend,
         "digest": {
             "algorithm": "sha256",
-            "files": {rel: base64.b64encode(hashlib.sha256(data).digest()).decode() for rel, data in sorted(contents.items())},
+            "files": {
+                rel: base64.b64encode(hashlib.sha256(data).digest()).decode() for rel, data in sorted(contents.items())
+            },
         },
         "provenance": _provenance(manifest.kernel_dir),
     }

@@ -10,7 +10,12 @@ from kbuild.errors import KbuildError
 from kbuild.manifest import load_manifest
 
 REGISTERING_DECORATORS = {
-    "custom_op", "triton_op", "register_kernel", "register_fake", "register_vmap", "register_torch_dispatch",
+    "custom_op",
+    "triton_op",
+    "register_kernel",
+    "register_fake",
+    "register_vmap",
+    "register_torch_dispatch",
 }
 PREFIX_FUNCTION = "add_op_namespace_prefix"
 
@@ -51,12 +56,26 @@ def check_layout(kernel_dir: Path, python_name: str) -> list[Finding]:
     package_dir = kernel_dir / "torch-ext" / python_name
     findings = []
     if not (package_dir / "__init__.py").is_file():
-        findings.append(Finding(package_dir / "__init__.py", None, f"missing: the kernel's Python package must be torch-ext/{python_name}/__init__.py"))
+        findings.append(
+            Finding(
+                package_dir / "__init__.py",
+                None,
+                f"missing: the kernel's Python package must be torch-ext/{python_name}/__init__.py",
+            )
+        )
     if (package_dir / python_name).is_dir():
-        findings.append(Finding(package_dir / python_name, None, f"nested package torch-ext/{python_name}/{python_name}/: move its files up one level"))
+        findings.append(
+            Finding(
+                package_dir / python_name,
+                None,
+                f"nested package torch-ext/{python_name}/{python_name}/: move its files up one level",
+            )
+        )
     tests = kernel_dir / "tests"
     if not any(tests.glob("test_*.py")):
-        findings.append(Finding(tests, None, "no tests: add tests/test_*.py (quick ones marked @pytest.mark.kernels_ci)", "warning"))
+        findings.append(
+            Finding(tests, None, "no tests: add tests/test_*.py (quick ones marked @pytest.mark.kernels_ci)", "warning")
+        )
     return findings
 
 
@@ -94,7 +113,7 @@ def check_op_registration(path: Path) -> list[Finding]:
                         path,
                         decorator.lineno,
                         f"`@{name}` on `{node.name}` registers a fixed op name; pass "
-                        f"`{PREFIX_FUNCTION}(\"...\")` (from ._ops) as its first argument so that "
+                        f'`{PREFIX_FUNCTION}("...")` (from ._ops) as its first argument so that '
                         "two builds of the kernel can load side by side",
                     )
                 )

@@ -17,7 +17,9 @@ def _kernel_dirs(paths: list[str]) -> list[Path]:
         return [Path(p) for p in paths]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
     if not found:
-        raise KbuildError("no kernels found under ./kernels", fix="pass kernel folders, or run from the repository root")
+        raise KbuildError(
+            "no kernels found under ./kernels", fix="pass kernel folders, or run from the repository root"
+        )
     return found
 
 
@@ -43,8 +45,10 @@ def cmd_variants(args: argparse.Namespace) -> int:
     if args.parse:
         for name in args.parse:
             variant = Variant.parse(name)
-            print(f"{name}: torch={variant.torch} backend={variant.backend} toolkit={variant.toolkit} "
-                  f"cpu={variant.cpu} os={variant.os} kind={variant.kind}")
+            print(
+                f"{name}: torch={variant.torch} backend={variant.backend} toolkit={variant.toolkit} "
+                f"cpu={variant.cpu} os={variant.os} kind={variant.kind}"
+            )
         return 0
     print(detect_variant().name)
     return 0
@@ -78,7 +82,12 @@ def cmd_test(args: argparse.Namespace) -> int:
 
     code = 0
     for kernel_dir in _kernel_dirs(args.kernels):
-        code = max(code, run_tests(kernel_dir, variant=args.variant, ci=args.ci, build=not args.no_build, pytest_args=args.pytest_args))
+        code = max(
+            code,
+            run_tests(
+                kernel_dir, variant=args.variant, ci=args.ci, build=not args.no_build, pytest_args=args.pytest_args
+            ),
+        )
     return code
 
 
@@ -105,8 +114,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from kbuild import sync
 
     if args.all == bool(args.kernels) or (not args.check and (args.all or args.json or len(args.kernels) > 1)):
-        raise KbuildError("a sync takes one kernel folder; --all and --json go with --check",
-                          fix="kbuild sync kernels/<name>, or kbuild sync --all --check")
+        raise KbuildError(
+            "a sync takes one kernel folder; --all and --json go with --check",
+            fix="kbuild sync kernels/<name>, or kbuild sync --all --check",
+        )
     if args.check:
         kernel_dirs = sync.synced_kernels(Path("kernels")) if args.all else [Path(k) for k in args.kernels]
         statuses = sync.upstream_status(kernel_dirs)
@@ -125,8 +136,13 @@ def cmd_rocm_compile(args: argparse.Namespace) -> int:
 
     for kernel_dir in _kernel_dirs(args.kernels):
         out_dir = Path(args.out) / kernel_dir.name if args.out else None
-        for line in compile_kernel(kernel_dir, out_dir=out_dir, require=args.require_mfma or (),
-                                   function_pattern=args.in_function, missing_ok=not args.kernels):
+        for line in compile_kernel(
+            kernel_dir,
+            out_dir=out_dir,
+            require=args.require_mfma or (),
+            function_pattern=args.in_function,
+            missing_ok=not args.kernels,
+        ):
             print(line)
     return 0
 
@@ -162,10 +178,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from kbuild import publish
 
     if args.allow_nonportable and not args.to:
-        raise KbuildError("--allow-nonportable applies to a local hub folder (--to) only",
-                          fix="build in the manylinux_2_28 container of `kbuild matrix` to publish to the Hub")
-    release = publish.prepare_release(Path(args.kernel), repo_id=args.repo_id, variants=args.variant,
-                                      card_only=args.card_only)
+        raise KbuildError(
+            "--allow-nonportable applies to a local hub folder (--to) only",
+            fix="build in the manylinux_2_28 container of `kbuild matrix` to publish to the Hub",
+        )
+    release = publish.prepare_release(
+        Path(args.kernel), repo_id=args.repo_id, variants=args.variant, card_only=args.card_only
+    )
     if args.dry_run:
         target = str(Path(args.to) / release.repo_id) if args.to else "hub"
         print("\n".join(publish.describe(release, target, allow_nonportable=args.allow_nonportable)))
@@ -197,19 +216,31 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
         sub.set_defaults(func=func)
         if kernels:
-            sub.add_argument("kernels", nargs="*", metavar="KERNEL_DIR", help="kernel folders (default: every kernel under ./kernels)")
+            sub.add_argument(
+                "kernels",
+                nargs="*",
+                metavar="KERNEL_DIR",
+                help="kernel folders (default: every kernel under ./kernels)",
+            )
         return sub
 
     sub = command("build", cmd_build, "Build kernels for this environment's variant and stage build/<variant>/.")
     sub.add_argument("--variant", help="variant name to build (must match this environment's torch)")
     sub.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
 
-    sub = command("generate", cmd_generate, "Write the CMake project of a kernel into its build tree, without compiling.")
+    sub = command(
+        "generate", cmd_generate, "Write the CMake project of a kernel into its build tree, without compiling."
+    )
     sub.add_argument("--variant", help="variant name (default: this environment's)")
 
     sub = command("check", cmd_check, "Check kernels' layout and op registration.")
-    sub.add_argument("--abi", nargs="+", metavar="BUILD_DIR", help="instead, check the ELF ABI of the .so files under "
-                     "these build/ or build/<variant>/ folders (manylinux_2_28, Python limited API, torch stable ABI)")
+    sub.add_argument(
+        "--abi",
+        nargs="+",
+        metavar="BUILD_DIR",
+        help="instead, check the ELF ABI of the .so files under "
+        "these build/ or build/<variant>/ folders (manylinux_2_28, Python limited API, torch stable ABI)",
+    )
 
     sub = command("test", cmd_test, "Build if needed, then run a kernel's tests against the fresh build.")
     sub.add_argument("--variant", help="variant to build and test")
@@ -217,52 +248,113 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
     sub.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
 
-    command("all", cmd_all, "The main job: build every kernel for this machine, run its quick tests, "
-            "load each build with the `kernels` library, and print a summary table.")
+    command(
+        "all",
+        cmd_all,
+        "The main job: build every kernel for this machine, run its quick tests, "
+        "load each build with the `kernels` library, and print a summary table.",
+    )
 
     sub = command("variants", cmd_variants, "Print this environment's variant, or parse variant names.", kernels=False)
     sub.add_argument("--parse", nargs="+", metavar="NAME", help="parse and explain variant names")
 
     sub = command("init", cmd_init, "Create a new kernel that builds and passes its tests as created.", kernels=False)
     sub.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
-    sub.add_argument("--backends", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda", "rocm"], help="backends to scaffold")
+    sub.add_argument(
+        "--backends", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda", "rocm"], help="backends to scaffold"
+    )
     sub.add_argument("--license", default="Apache-2.0", help="SPDX license id (default: Apache-2.0)")
     sub.add_argument("--repo-id", help="Hub repository id (default: kernels-community/<name>)")
 
     sub = command("update-build", cmd_update_build, "Rewrite an older build.toml (edition 2 or 4) as edition 5.")
     sub.add_argument("--license", help="SPDX license id to add when the file has none")
 
-    sub = command("sync", cmd_sync, "Sync a kernel with its upstream (upstream.yaml), or report which kernels are behind.", kernels=False)
-    sub.add_argument("kernels", nargs="*", metavar="KERNEL_DIR", help="the kernel folder to sync (several with --check)")
-    sub.add_argument("--all", action="store_true", help="every kernel under ./kernels with an upstream.yaml (with --check)")
-    sub.add_argument("--check", action="store_true", help="only report which kernels are behind; exit 1 when any is, 0 when none")
+    sub = command(
+        "sync",
+        cmd_sync,
+        "Sync a kernel with its upstream (upstream.yaml), or report which kernels are behind.",
+        kernels=False,
+    )
+    sub.add_argument(
+        "kernels", nargs="*", metavar="KERNEL_DIR", help="the kernel folder to sync (several with --check)"
+    )
+    sub.add_argument(
+        "--all", action="store_true", help="every kernel under ./kernels with an upstream.yaml (with --check)"
+    )
+    sub.add_argument(
+        "--check", action="store_true", help="only report which kernels are behind; exit 1 when any is, 0 when none"
+    )
     sub.add_argument("--json", action="store_true", help="with --check: print the report as JSON")
     sub.add_argument("--ref", help="upstream branch, tag or commit to sync to (default: upstream.yaml's ref)")
     sub.add_argument("--summary", metavar="FILE", help="also write the summary (a pull request body) to FILE")
 
-    sub = command("rocm-compile", cmd_rocm_compile, "Compile kernels' ROCm sources device-only with clang-19 (no GPU needed); optionally require MFMA instructions.")
-    sub.add_argument("--out", metavar="DIR", help="output folder (default: <kernel>/build/rocm-device)")
-    sub.add_argument("--require-mfma", nargs="?", action="append", const=r"v_mfma_f32_\w+_fp8_fp8", metavar="REGEX",
-                     help="fail unless each checked function has an instruction matching REGEX (default: the FP8 MFMA ones); repeatable")
-    sub.add_argument("--in-function", default="", metavar="REGEX", help="with --require-mfma: check only functions whose symbol matches REGEX (default: all)")
+    sub = command(
+        "rocm-compile",
+        cmd_rocm_compile,
+        "Compile kernels' ROCm sources device-only with clang-19 (no GPU needed); "
+        "optionally require MFMA instructions.",
+    )
+    sub.add_argument("--out", metavar="DIR", help="output folder (default: <kernel>/.kbuild/rocm-device)")
+    sub.add_argument(
+        "--require-mfma",
+        nargs="?",
+        action="append",
+        const=r"v_mfma_f32_\w+_fp8_fp8",
+        metavar="REGEX",
+        help="fail unless each checked function has an instruction matching REGEX "
+        "(default: the FP8 MFMA ones); repeatable",
+    )
+    sub.add_argument(
+        "--in-function",
+        default="",
+        metavar="REGEX",
+        help="with --require-mfma: check only functions whose symbol matches REGEX (default: all)",
+    )
     sub = command("card", cmd_card, "Render a kernel's CARD.md into its Hub README (kernel card).", kernels=False)
     sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
-    sub.add_argument("--out", metavar="FILE", help="write the card to FILE (links made relative to it) instead of stdout")
+    sub.add_argument(
+        "--out", metavar="FILE", help="write the card to FILE (links made relative to it) instead of stdout"
+    )
 
-    sub = command("matrix", cmd_matrix, "Print the CI jobs (build and test matrices) as JSON for GitHub's fromJSON.", kernels=False)
+    sub = command(
+        "matrix",
+        cmd_matrix,
+        "Print the CI jobs (build and test matrices) as JSON for GitHub's fromJSON.",
+        kernels=False,
+    )
     group = sub.add_mutually_exclusive_group()
-    group.add_argument("--changed-since", metavar="REF", help="only kernels changed since REF (all when kbuild itself changed)")
-    group.add_argument("--release", nargs="+", metavar="KERNEL", help="every variant of these kernels (names or folders)")
+    group.add_argument(
+        "--changed-since", metavar="REF", help="only kernels changed since REF (all when kbuild itself changed)"
+    )
+    group.add_argument(
+        "--release", nargs="+", metavar="KERNEL", help="every variant of these kernels (names or folders)"
+    )
 
-    sub = command("publish", cmd_publish, "Publish built variants, benchmarks and the card to a Hub kernel repository.", kernels=False)
+    sub = command(
+        "publish",
+        cmd_publish,
+        "Publish built variants, benchmarks and the card to a Hub kernel repository.",
+        kernels=False,
+    )
     sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
-    sub.add_argument("--repo-id", metavar="ORG/NAME", help="target repository (default: build.toml's, or kernels-community/<name>)")
-    sub.add_argument("--variant", action="append", metavar="VARIANT", help="publish only this built variant (repeatable)")
-    sub.add_argument("--card-only", action="store_true", help="publish only the card (main) and benchmarks (version branch)")
+    sub.add_argument(
+        "--repo-id", metavar="ORG/NAME", help="target repository (default: build.toml's, or kernels-community/<name>)"
+    )
+    sub.add_argument(
+        "--variant", action="append", metavar="VARIANT", help="publish only this built variant (repeatable)"
+    )
+    sub.add_argument(
+        "--card-only", action="store_true", help="publish only the card (main) and benchmarks (version branch)"
+    )
     sub.add_argument("--dry-run", action="store_true", help="print the operations without publishing")
-    sub.add_argument("--to", metavar="FOLDER", help="publish into a local hub folder (git repositories) instead of the Hub")
-    sub.add_argument("--allow-nonportable", action="store_true",
-                     help="with --to: publish variants that fail the ABI check (e.g. built with this machine's toolchain)")
+    sub.add_argument(
+        "--to", metavar="FOLDER", help="publish into a local hub folder (git repositories) instead of the Hub"
+    )
+    sub.add_argument(
+        "--allow-nonportable",
+        action="store_true",
+        help="with --to: publish variants that fail the ABI check (e.g. built with this machine's toolchain)",
+    )
     return parser
 
 
@@ -272,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     passthrough: list[str] = []
     if "--" in argv:
         split = argv.index("--")
-        argv, passthrough = argv[:split], argv[split + 1:]
+        argv, passthrough = argv[:split], argv[split + 1 :]
     args = parser.parse_args(argv)
     args.pytest_args = passthrough
     warnings.formatwarning = lambda message, category, *rest: f"warning: {message}\n"

@@ -66,9 +66,7 @@ def is_kept(upstream: Upstream, dest: str) -> bool:
     return False
 
 
-def resolve(
-    upstream: Upstream, files: Mapping[str, tuple[str, str]], commit: str, *, strict: bool
-) -> dict[str, str]:
+def resolve(upstream: Upstream, files: Mapping[str, tuple[str, str]], commit: str, *, strict: bool) -> dict[str, str]:
     """Kernel path -> upstream path for every file the map places from `files` (one commit).
 
     Kept paths are left out. With `strict`, an entry that matches nothing is an error (the
@@ -108,9 +106,7 @@ def resolve(
     return {dest: source for dest, (source, _) in placed.items()}
 
 
-def follow_links(
-    path: str, files: Mapping[str, tuple[str, str]], read_link: Callable[[str], str]
-) -> tuple[str, str]:
+def follow_links(path: str, files: Mapping[str, tuple[str, str]], read_link: Callable[[str], str]) -> tuple[str, str]:
     """(mode, object id) of the file `path` names, following symlinks that stay inside the
     upstream tree; a symlink that points out of it, a submodule or a loop is an error."""
     start = path
@@ -136,6 +132,4 @@ def follow_links(
                 fix="map the files it points to instead",
             )
         path = joined
-    raise KbuildError(
-        f"upstream {start!r}: too many levels of symlinks", fix="remove it from the file map"
-    )
+    raise KbuildError(f"upstream {start!r}: too many levels of symlinks", fix="remove it from the file map")

@@ -23,11 +23,24 @@ TEMPLATES = jinja2.Environment(
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
 )
-BACKEND_DEFINES = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL", "rocm": "ROCM_KERNEL", "metal": "METAL_KERNEL", "xpu": "XPU_KERNEL"}
+BACKEND_DEFINES = {
+    "cpu": "CPU_KERNEL",
+    "cuda": "CUDA_KERNEL",
+    "rocm": "ROCM_KERNEL",
+    "metal": "METAL_KERNEL",
+    "xpu": "XPU_KERNEL",
+}
 DEVICE_LANGUAGES = {"cuda": "CUDA", "rocm": "HIP", "metal": "OBJCXX", "xpu": "CXX"}
 COMPILED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu", ".hip", ".mm", ".metal"}
-TORCH_LIBRARIES = {"cpu": ["c10", "torch", "torch_cpu"], "cuda": ["c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda"]}
-TORCH_LIBRARIES.update(rocm=["c10", "torch", "torch_cpu", "c10_hip", "torch_hip"], xpu=["c10", "torch", "torch_cpu", "c10_xpu", "torch_xpu"], metal=TORCH_LIBRARIES["cpu"])
+TORCH_LIBRARIES = {
+    "cpu": ["c10", "torch", "torch_cpu"],
+    "cuda": ["c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda"],
+}
+TORCH_LIBRARIES.update(
+    rocm=["c10", "torch", "torch_cpu", "c10_hip", "torch_hip"],
+    xpu=["c10", "torch", "torch_cpu", "c10_xpu", "torch_xpu"],
+    metal=TORCH_LIBRARIES["cpu"],
+)
 
 
 def ops_name(manifest: Manifest, backend: str, uid: str) -> str:
@@ -88,7 +101,7 @@ def cutlass_include_dirs(kernel: KernelSpec) -> list[Path]:
             fix=f"pip install 'nvidia-cutlass=={wanted[0][8:].replace('_', '.')}.*'",
         )
     installed = importlib.metadata.version("nvidia-cutlass")
-    required = wanted[0][len("cutlass_"):].replace("_", ".")
+    required = wanted[0][len("cutlass_") :].replace("_", ".")
     if ".".join(installed.split(".")[:2]) != required:
         raise KbuildError(
             f"[kernel.{kernel.name}] depends on {wanted[0]}, but nvidia-cutlass {installed} is installed",
@@ -134,6 +147,12 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
     )
 
 
+def cxx_standard(torch: TorchInstall) -> int:
+    """The C++ standard torch's headers need: C++20 from torch 2.14 on, C++17 before."""
+    major, minor = (int(part) for part in torch.major_minor.split("."))
+    return 20 if (major, minor) >= (2, 14) else 17
+
+
 def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     """The generated files of a compiled variant: relative path -> content."""
     manifest, backend = project.manifest, project.variant.backend
@@ -147,6 +166,7 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
         manifest_path=manifest.path,
         ops_name=project.ops_name,
         python_name=manifest.python_name,
+        cxx_standard=cxx_standard(torch),
         languages=languages,
         backend=backend,
         backend_define=BACKEND_DEFINES[backend],

@@ -16,9 +16,7 @@ def git(args: list[str], cwd: Path | str, *, check: bool = True, input: str | No
     """Run `git <args>` in `cwd` and return its stdout; raise KbuildError with git's message on failure."""
     if shutil.which("git") is None:
         raise KbuildError("git is not installed", fix="install git (apt-get install git)")
-    result = subprocess.run(
-        ["git", *args], cwd=cwd, input=input, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True, check=False)
     if check and result.returncode != 0:
         detail = (result.stderr or result.stdout).strip()
         raise KbuildError(f"`git {' '.join(args)}` failed in {cwd}: {detail}")
@@ -48,9 +46,7 @@ def toplevel(path: Path) -> Path | None:
     """The root of the git work tree holding `path`, or None outside git."""
     if shutil.which("git") is None:
         return None
-    out = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True, check=False
-    )
+    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True, check=False)
     return Path(out.stdout.strip()) if out.returncode == 0 else None
 
 
@@ -214,9 +210,7 @@ def apply_patch(patch: Path, cwd: Path) -> None:
     if hunk is None:
         raise KbuildError(f"the hunk at line {line} of {file} no longer applies", file=str(patch))
     number, header = hunk
-    raise KbuildError(
-        f"{header} of {file} no longer applies", file=str(patch), where=f"hunk #{number}"
-    )
+    raise KbuildError(f"{header} of {file} no longer applies", file=str(patch), where=f"hunk #{number}")
 
 
 def _find_hunk(patch: Path, path: str, line: int) -> tuple[int, str] | None:

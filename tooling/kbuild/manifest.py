@@ -30,45 +30,80 @@ NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 PYTHON_DEPENDS = ("einops", "helion", "tvm-ffi")
 CUDA_PYTHON_DEPENDS = ("nvidia-cutlass-dsl",)
 XPU_PYTHON_DEPENDS = ("onednn",)
-CUTLASS_DEPENDS = tuple(f"cutlass_{v}" for v in ("2_10", "3_5", "3_6", "3_8", "3_9", "4_0", "4_1", "4_2", "4_3", "4_4", "4_5"))
+CUTLASS_DEPENDS = tuple(
+    f"cutlass_{v}" for v in ("2_10", "3_5", "3_6", "3_8", "3_9", "4_0", "4_1", "4_2", "4_3", "4_4", "4_5")
+)
 KERNEL_DEPENDS = ("torch", *CUTLASS_DEPENDS, "sycl_tla", "metal-cpp")
 CAPABILITY_PATTERN = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
 ROCM_ARCH_PATTERN = re.compile(r"^gfx[0-9a-f]+$")
 VERSION_PATTERN = re.compile(r"^\d+(\.\d+)*$")
 
-STR, INT, BOOL, STR_LIST, TABLE_LIST, ANY_TABLE = "string", "integer", "boolean", "list of strings", "list of tables", "table"
+STR, INT, BOOL, STR_LIST, TABLE_LIST, ANY_TABLE = (
+    "string",
+    "integer",
+    "boolean",
+    "list of strings",
+    "list of tables",
+    "table",
+)
 STR_OR_TABLE = "string or table"
 
 GENERAL_KEYS = {
-    "name": STR, "version": INT, "edition": INT, "license": STR, "backends": STR_LIST,
-    "upstream": STR, "source": STR, "python-depends": STR_LIST, "kernel-depends": TABLE_LIST,
-    "hub": ANY_TABLE, "cuda": ANY_TABLE, "xpu": ANY_TABLE,
+    "name": STR,
+    "version": INT,
+    "edition": INT,
+    "license": STR,
+    "backends": STR_LIST,
+    "upstream": STR,
+    "source": STR,
+    "python-depends": STR_LIST,
+    "kernel-depends": TABLE_LIST,
+    "hub": ANY_TABLE,
+    "cuda": ANY_TABLE,
+    "xpu": ANY_TABLE,
 }
 HUB_KEYS = {"repo-id": STR, "branch": STR}
 GENERAL_CUDA_KEYS = {"minver": STR, "maxver": STR, "python-depends": STR_LIST, "kernel-depends": TABLE_LIST}
 GENERAL_XPU_KEYS = {"python-depends": STR_LIST}
 KERNEL_DEPENDENCY_KEYS = {"repo-id": STR, "version": INT, "revision": STR}
 TORCH_KEYS = {
-    "src": STR_LIST, "include": STR_LIST, "pyext": STR_LIST, "minver": STR, "maxver": STR,
-    "cxx-flags": STR_LIST, "stable-abi": STR_OR_TABLE,
+    "src": STR_LIST,
+    "include": STR_LIST,
+    "pyext": STR_LIST,
+    "minver": STR,
+    "maxver": STR,
+    "cxx-flags": STR_LIST,
+    "stable-abi": STR_OR_TABLE,
 }
 NOARCH_KEYS = {"pyext": STR_LIST, "cuda_capabilities": STR_LIST, "rocm_archs": STR_LIST}
 TVM_FFI_KEYS = {"src": STR_LIST, "include": STR_LIST, "pyext": STR_LIST, "cxx-flags": STR_LIST}
 KERNEL_KEYS = {
-    "backend": STR, "depends": STR_LIST, "src": STR_LIST, "include": STR_LIST, "cxx-flags": STR_LIST,
-    "cuda-capabilities": STR_LIST, "cuda-flags": STR_LIST, "cuda-minver": STR,
-    "rocm-archs": STR_LIST, "hip-flags": STR_LIST, "sycl-flags": STR_LIST,
+    "backend": STR,
+    "depends": STR_LIST,
+    "src": STR_LIST,
+    "include": STR_LIST,
+    "cxx-flags": STR_LIST,
+    "cuda-capabilities": STR_LIST,
+    "cuda-flags": STR_LIST,
+    "cuda-minver": STR,
+    "rocm-archs": STR_LIST,
+    "hip-flags": STR_LIST,
+    "sycl-flags": STR_LIST,
 }
 BACKEND_ONLY_KEYS = {
-    "cuda-capabilities": "cuda", "cuda-flags": "cuda", "cuda-minver": "cuda",
-    "rocm-archs": "rocm", "hip-flags": "rocm", "sycl-flags": "xpu",
+    "cuda-capabilities": "cuda",
+    "cuda-flags": "cuda",
+    "cuda-minver": "cuda",
+    "rocm-archs": "rocm",
+    "hip-flags": "rocm",
+    "sycl-flags": "xpu",
 }
 TOP_LEVEL_KEYS = {"general": ANY_TABLE, "kernel": ANY_TABLE, **{f: ANY_TABLE for f in FRAMEWORKS}}
 
 # What edition 2 (the 2025 guides' format) lacks, in the words a user needs.
 EDITION_2_HINT = (
     "this build.toml uses the 2025 format (edition 2). Add to [general]: "
-    "edition = 5, version = 1, license = \"<SPDX id>\", backends = {backends}; "
+    'edition = 5, version = 1, license = "<SPDX id>", backends = {backends}; '
     "remove `universal` (a universal kernel becomes a [torch-noarch] table). "
     "`kbuild update-build {kernel_dir}` writes this for you."
 )
@@ -226,7 +261,9 @@ def upgrade_data(data: dict[str, Any], *, path: Path, license: str | None = None
         return data
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     general = data.setdefault("general", {})
-    kernel_backends = sorted({k.get("backend") for k in data.get("kernel", {}).values() if isinstance(k, dict) and k.get("backend")})
+    kernel_backends = sorted(
+        {k.get("backend") for k in data.get("kernel", {}).values() if isinstance(k, dict) and k.get("backend")}
+    )
     if edition == 2:
         universal = general.pop("universal", False)
         if universal:
@@ -325,7 +362,12 @@ class _Validator:
         root = self.path.parent
         for rel in files:
             if Path(rel).is_absolute() or ".." in Path(rel).parts:
-                self.fail(f"`{rel}` must be a path inside the kernel folder", table, key, fix="use a relative path without `..`")
+                self.fail(
+                    f"`{rel}` must be a path inside the kernel folder",
+                    table,
+                    key,
+                    fix="use a relative path without `..`",
+                )
             if not (root / rel).exists():
                 self.fail(f"`{rel}` does not exist", table, key, fix=f"create {root / rel} or remove it from `{key}`")
 
@@ -333,7 +375,9 @@ class _Validator:
     def manifest(self, raw: dict[str, Any]) -> Manifest:
         source_edition = detect_edition(raw)
         if source_edition not in (2, 4, CURRENT_EDITION):
-            self.fail(f"unsupported edition {source_edition!r}", "general", "edition", fix=f"use edition = {CURRENT_EDITION}")
+            self.fail(
+                f"unsupported edition {source_edition!r}", "general", "edition", fix=f"use edition = {CURRENT_EDITION}"
+            )
         if source_edition != CURRENT_EDITION:
             warnings.warn(upgrade_warning(raw, self.path.parent), stacklevel=3)
             if source_edition == 2 and "license" not in raw.get("general", {}):
@@ -351,7 +395,11 @@ class _Validator:
                 )
             self.check_type(key, key, value, ANY_TABLE)
         if "general" not in raw:
-            raise KbuildError("missing table [general]", file=self.path, fix='add [general] with name, version, edition, license and backends')
+            raise KbuildError(
+                "missing table [general]",
+                file=self.path,
+                fix="add [general] with name, version, edition, license and backends",
+            )
         general = self.general(raw["general"])
         frameworks = [f for f in FRAMEWORKS if f in raw]
         if len(frameworks) != 1:
@@ -378,7 +426,8 @@ class _Validator:
                         f"[general] backends: backend `{backend}` has no [kernel.*] table",
                         file=self.path,
                         where=self.line_of("general", "backends") or "",
-                        fix=f"add a [kernel.<name>] table with backend = \"{backend}\", or remove `{backend}` from backends",
+                        fix=f'add a [kernel.<name>] table with backend = "{backend}", '
+                        f"or remove `{backend}` from backends",
                     )
         for spec in kernels.values():
             if spec.backend not in general.backends:
@@ -386,7 +435,7 @@ class _Validator:
                     f"backend `{spec.backend}` is not listed in [general] backends",
                     f"kernel.{spec.name}",
                     "backend",
-                    fix=f"add \"{spec.backend}\" to [general] backends",
+                    fix=f'add "{spec.backend}" to [general] backends',
                 )
         return Manifest(self.path, general, framework, torch, noarch, kernels, source_edition)
 
@@ -394,7 +443,12 @@ class _Validator:
         self.check_keys("general", values, GENERAL_KEYS)
         name = self.require("general", values, "name", '"my-kernel"')
         if not NAME_PATTERN.match(name):
-            self.fail(f"invalid name `{name}`", "general", "name", fix="use lowercase letters, digits and `-`, starting with a letter")
+            self.fail(
+                f"invalid name `{name}`",
+                "general",
+                "name",
+                fix="use lowercase letters, digits and `-`, starting with a letter",
+            )
         version = self.require("general", values, "version", "1")
         if version < 1:
             self.fail(f"version must be >= 1, got {version}", "general", "version", fix="set version = 1")
@@ -474,10 +528,20 @@ class _Validator:
         self.check_files(table, "src", src)
         for key, only in BACKEND_ONLY_KEYS.items():
             if key in values and backend != only:
-                self.fail(f"`{key}` applies to backend `{only}` only, this kernel is `{backend}`", table, key, fix=f"remove `{key}`")
+                self.fail(
+                    f"`{key}` applies to backend `{only}` only, this kernel is `{backend}`",
+                    table,
+                    key,
+                    fix=f"remove `{key}`",
+                )
         for cap in values.get("cuda-capabilities", []):
             if not CAPABILITY_PATTERN.match(cap):
-                self.fail(f"invalid CUDA capability `{cap}`", table, "cuda-capabilities", fix='use values like "8.0", "9.0a", "10.0+PTX"')
+                self.fail(
+                    f"invalid CUDA capability `{cap}`",
+                    table,
+                    "cuda-capabilities",
+                    fix='use values like "8.0", "9.0a", "10.0+PTX"',
+                )
         for arch in values.get("rocm-archs", []):
             if not ROCM_ARCH_PATTERN.match(arch):
                 self.fail(f"invalid ROCm arch `{arch}`", table, "rocm-archs", fix='use values like "gfx942"')

@@ -1,15 +1,21 @@
 """CI jobs as data: supported variants (data/variants.toml) filtered by each kernel's build.toml.
 
-`kbuild matrix` prints `{"build": {"include": [...]}, "test": {"include": [...]}}` for GitHub's `fromJSON`:
-every job to build, and the subset that has a test runner. Output is sorted and stable.
+`kbuild matrix` prints `{"build": {"include": [...]}, "test": {"include": [...]}}` for
+GitHub's `fromJSON`: every job to build, and the subset that has a test runner. Output is
+sorted and stable.
 """
 
 from __future__ import annotations
 
 import json
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from kbuild import gitrepo
 from kbuild.errors import KbuildError
@@ -26,6 +32,7 @@ class Toolkit:
     backend: str
     version: str | None
     image: str
+    torch_index: str
     archs: tuple[str, ...]
 
 
@@ -47,14 +54,23 @@ def load_supported(path: Path = VARIANTS_FILE) -> Supported:
             cpu=data["cpu"],
             os=data["os"],
             toolkits=tuple(
-                Toolkit(t["backend"], t.get("version"), t["image"], tuple(t.get("archs", ()))) for t in data["toolkit"]
+                Toolkit(
+                    t["backend"],
+                    t.get("version"),
+                    t["image"],
+                    t["torch-index"],
+                    tuple(t.get("archs", ())),
+                )
+                for t in data["toolkit"]
             ),
             build_runner=tuple(data["runners"]["build"]),
             test_runners={k: tuple(v) for k, v in data["runners"]["test"].items()},
         )
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as err:
         raise KbuildError(
-            f"invalid supported-variants file ({err!r})", file=str(path), fix="compare with the keys described at its top"
+            f"invalid supported-variants file ({err!r})",
+            file=str(path),
+            fix="compare with the keys described at its top",
         ) from None
 
 
@@ -76,7 +92,11 @@ def named_kernels(root: Path, names: list[str]) -> list[Path]:
     for name in names:
         path = root / "kernels" / name
         if not (path / "build.toml").is_file():
-            raise KbuildError(f"no kernel named {name!r}", file=str(path / "build.toml"), fix="use a folder name under kernels/")
+            raise KbuildError(
+                f"no kernel named {name!r}",
+                file=str(path / "build.toml"),
+                fix="use a folder name under kernels/",
+            )
         dirs.append(path)
     return dirs
 
@@ -98,29 +118,39 @@ def render(result: dict) -> str:
 def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[dict]:
     if manifest.framework == "tvm-ffi":
         raise KbuildError(
-            "kbuild matrix does not build tvm-ffi kernels yet", file=str(manifest.path), fix="use [torch] or [torch-noarch]"
+            "kbuild matrix does not build tvm-ffi kernels yet",
+            file=str(manifest.path),
+            fix="use [torch] or [torch-noarch]",
         )
     jobs = []
     for backend in manifest.backends:
         toolkits = [t for t in supported.toolkits if t.backend == backend]
         if manifest.framework == "torch-noarch":
+            # Pure Python: built once, in the newest toolkit's container (or the CPU one).
             variant = Variant(torch=None, backend=backend).with_kind(NOARCH)
-            image = toolkits[0].image if toolkits else _cpu_image(supported)
-            jobs.append(_job(root, manifest, variant, image, [], supported))
+            toolkit = toolkits[-1] if toolkits else _cpu_toolkit(supported)
+            jobs.append(_job(root, manifest, variant, toolkit, [], supported))
             continue
         for toolkit in toolkits:
             if not _toolkit_in_bounds(manifest, toolkit):
                 continue
             archs = _archs(manifest, toolkit)
-            if toolkit.archs and not archs:
+            if archs is None:
                 continue
             for torch, kind in _torch_versions(manifest, backend, supported):
                 variant = Variant(torch, backend, toolkit.version, supported.cpu, supported.os, kind)
-                jobs.append(_job(root, manifest, variant, toolkit.image, archs, supported))
+                jobs.append(_job(root, manifest, variant, toolkit, archs, supported))
     return jobs
 
 
-def _job(root: Path, manifest: Manifest, variant: Variant, image: str, archs: list[str], supported: Supported) -> dict:
+def _job(
+    root: Path,
+    manifest: Manifest,
+    variant: Variant,
+    toolkit: Toolkit,
+    archs: list[str],
+    supported: Supported,
+) -> dict:
     return {
         "kernel": manifest.name,
         "path": manifest.kernel_dir.resolve().relative_to(root.resolve()).as_posix(),
@@ -129,18 +159,20 @@ def _job(root: Path, manifest: Manifest, variant: Variant, image: str, archs: li
         "torch": variant.torch or "",
         "toolkit": variant.toolkit or "",
         "archs": archs,
-        "image": image,
+        "image": toolkit.image,
+        "torch-index": toolkit.torch_index,
         "build-runner": list(supported.build_runner),
         "test-runner": list(supported.test_runners.get(variant.backend, ())),
     }
 
 
-def _cpu_image(supported: Supported) -> str:
-    return next(t.image for t in supported.toolkits if t.backend == "cpu")
+def _cpu_toolkit(supported: Supported) -> Toolkit:
+    return next(t for t in supported.toolkits if t.backend == "cpu")
 
 
 def _torch_versions(manifest: Manifest, backend: str, supported: Supported) -> list[tuple[str, str]]:
-    """(torch version, kind) pairs: one stable-ABI build, or one compiled build per supported torch in bounds."""
+    """(torch version, kind) pairs: one stable-ABI build, or one compiled build per
+    supported torch within the kernel's bounds."""
     stable = manifest.torch.stable_abi_for(backend)
     if stable:
         return [(_major_minor(stable), STABLE_ABI)]
@@ -160,17 +192,18 @@ def _toolkit_in_bounds(manifest: Manifest, toolkit: Toolkit) -> bool:
     return (not low or version >= _version(low)) and (not high or version <= _version(high))
 
 
-def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str]:
-    """The archs of the kernel's `toolkit.backend` kernels that this toolkit can compile."""
+def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
+    """The archs the kernel's `toolkit.backend` kernels list, or None when this toolkit cannot
+    compile all of them (the build compiles exactly what build.toml lists)."""
     wanted = set()
     for spec in manifest.kernels.values():
         if spec.backend == toolkit.backend == "cuda":
             wanted |= set(spec.cuda_capabilities or ())
         elif spec.backend == toolkit.backend == "rocm":
             wanted |= set(spec.rocm_archs or ())
-    if not toolkit.archs:
-        return sorted(wanted)
-    return sorted((arch for arch in wanted if _arch_base(arch) in toolkit.archs), key=_arch_key)
+    if toolkit.archs and any(_arch_base(arch) not in toolkit.archs for arch in wanted):
+        return None
+    return sorted(wanted, key=_arch_key)
 
 
 def _arch_base(arch: str) -> str:

@@ -71,7 +71,7 @@ def format_table(results: list[KernelResult]) -> str:
     header = ("kernel", "variant", "build", "quick tests", "loaded by kernels", "time")
     rows = [(r.name, r.variant, r.build, r.tests, r.load, f"{r.seconds:.0f} s") for r in results]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)) for row in [header, *rows]]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -51,7 +51,13 @@ def create_kernel(directory: Path, *, backends: list[str], license: str, repo_id
     if not re.match(r"^[\w.-]+/[\w.-]+$", repo_id):
         raise KbuildError(f"`{repo_id}` is not a Hub repository id", fix="use ORG/NAME")
     python_name = name.replace("-", "_")
-    context = {"name": name, "python_name": python_name, "backends": sorted(set(backends)), "license": license, "repo_id": repo_id}
+    context = {
+        "name": name,
+        "python_name": python_name,
+        "backends": sorted(set(backends)),
+        "license": license,
+        "repo_id": repo_id,
+    }
     for rel, template in _files(python_name, backends).items():
         path = directory / rel
         path.parent.mkdir(parents=True, exist_ok=True)

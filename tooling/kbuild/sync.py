@@ -75,12 +75,8 @@ class SyncResult:
             origin = f" (upstream `{self.sources[path]}`)" if path in self.sources else ""
             lines.append(f"- {kind} `{path}`{origin}")
         if self.patches:
-            lines += ["", "## Patches re-applied", ""] + [
-                f"- `{PATCH_DIR}/{p}`" for p in self.patches
-            ]
-        lines += ["", "## kbuild check", ""] + (
-            [f"- {f}" for f in self.findings] or ["No findings."]
-        )
+            lines += ["", "## Patches re-applied", ""] + [f"- `{PATCH_DIR}/{p}`" for p in self.patches]
+        lines += ["", "## kbuild check", ""] + ([f"- {f}" for f in self.findings] or ["No findings."])
         return "\n".join(lines) + "\n"
 
 
@@ -102,9 +98,7 @@ class UpstreamStatus:
     def __str__(self) -> str:
         if not self.behind:
             return f"{self.kernel}: up to date ({self.ref} at {self.pinned[:12]})"
-        return (
-            f"{self.kernel}: behind ({self.ref} is {self.latest[:12]}, pinned {self.pinned[:12]})"
-        )
+        return f"{self.kernel}: behind ({self.ref} is {self.latest[:12]}, pinned {self.pinned[:12]})"
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -145,9 +139,7 @@ def upstream_status(kernel_dirs: list[Path]) -> list[UpstreamStatus]:
         upstream = load_upstream(kernel_dir, manifest.general.upstream)
         with _naming(upstream):
             latest = (
-                upstream.ref
-                if _is_commit(upstream.ref)
-                else gitrepo.ls_remote(upstream.url, upstream.ref, kernel_dir)
+                upstream.ref if _is_commit(upstream.ref) else gitrepo.ls_remote(upstream.url, upstream.ref, kernel_dir)
             )
         if latest is None:
             raise KbuildError(
@@ -201,9 +193,7 @@ def sync_kernel(kernel_dir: Path, ref: str | None = None) -> SyncResult:
         for dest in owned.keys() - wanted.keys():
             _staged(stage, dest).unlink(missing_ok=True)
         for dest, source in wanted.items():
-            mode, oid = filemap.follow_links(
-                source, new_files, lambda oid: gitrepo.read_blob(cache, oid).decode()
-            )
+            mode, oid = filemap.follow_links(source, new_files, lambda oid: gitrepo.read_blob(cache, oid).decode())
             _write(_staged(stage, dest), gitrepo.read_blob(cache, oid), mode, upstream)
         for patch in patches:
             _apply(patch, stage, wanted)
@@ -230,9 +220,7 @@ def _is_commit(ref: str) -> bool:
     return len(ref) == 40 and all(c in "0123456789abcdef" for c in ref)
 
 
-def _check_destinations(
-    root: Path, upstream: Upstream, owned: dict[str, str], wanted: dict[str, str]
-) -> None:
+def _check_destinations(root: Path, upstream: Upstream, owned: dict[str, str], wanted: dict[str, str]) -> None:
     """Refuse, before anything is written, destinations that leave the kernel folder through a
     symlink and files the map would overwrite without owning them."""
     for dest in sorted(owned.keys() | wanted.keys()):
@@ -306,13 +294,11 @@ def _check(stage: Path, kernel_dir: Path, upstream: Upstream) -> list[str]:
     warnings = [finding for finding in findings if finding.severity != "error"]
     # Name the kernel folder, not the staged copy.
     errors_text, warnings_text = (
-        [line.replace(str(stage), str(kernel_dir)) for line in format_findings(group)]
-        for group in (errors, warnings)
+        [line.replace(str(stage), str(kernel_dir)) for line in format_findings(group)] for group in (errors, warnings)
     )
     if errors:
         raise KbuildError(
-            "`kbuild check` fails on the synced files; nothing was changed:\n  "
-            + "\n  ".join(errors_text),
+            "`kbuild check` fails on the synced files; nothing was changed:\n  " + "\n  ".join(errors_text),
             file=upstream.path,
             fix="fix the kernel or add a patch under patches/, then sync again",
         )
@@ -337,8 +323,7 @@ def _compare(root: Path, stage: Path, paths: list[str], result: SyncResult) -> N
         elif before.is_file() and not after.is_file():
             result.deleted.append(rel)
         elif after.is_file() and (
-            before.read_bytes() != after.read_bytes()
-            or os.access(before, os.X_OK) != os.access(after, os.X_OK)
+            before.read_bytes() != after.read_bytes() or os.access(before, os.X_OK) != os.access(after, os.X_OK)
         ):
             result.modified.append(rel)
 

@@ -36,7 +36,9 @@ def run_tests(
     if build:
         build_kernel(kernel_dir, variant)
     elif not (kernel_dir / "build").is_dir():
-        raise KbuildError(f"{manifest.name} has no build/ folder", fix=f"run `kbuild build {kernel_dir}` or drop --no-build")
+        raise KbuildError(
+            f"{manifest.name} has no build/ folder", fix=f"run `kbuild build {kernel_dir}` or drop --no-build"
+        )
     tests = kernel_dir / "tests"
     if not tests.is_dir():
         raise KbuildError(f"{manifest.name} has no tests/ folder", file=tests, fix="add tests/test_*.py")

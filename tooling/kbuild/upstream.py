@@ -128,9 +128,7 @@ def _check_relative(path: str) -> str:
         raise ValueError(f"path {path!r} contains a backslash; write paths with `/`")
     pure = PurePosixPath(path)
     if pure.is_absolute() or re.match(r"^[A-Za-z]:", path):
-        raise ValueError(
-            f"path {path!r} is absolute; `from` is relative to the upstream, `to` to the kernel"
-        )
+        raise ValueError(f"path {path!r} is absolute; `from` is relative to the upstream, `to` to the kernel")
     if ".." in pure.parts:
         raise ValueError(f"path {path!r} climbs out with `..`")
     clean = pure.as_posix()
@@ -157,9 +155,7 @@ class _Reader:
     def __init__(self, path: Path):
         self.path = path
 
-    def fail(
-        self, node: yaml.Node | None, label: str, message: str, fix: str | None = None
-    ) -> NoReturn:
+    def fail(self, node: yaml.Node | None, label: str, message: str, fix: str | None = None) -> NoReturn:
         line = node.start_mark.line + 1 if node is not None else None
         raise KbuildError(f"{label}: {message}", file=self.path, where=line, fix=fix)
 
@@ -170,9 +166,7 @@ class _Reader:
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else "?"
             if name not in keys:
-                self.fail(
-                    key, label, f"unknown key `{name}`", fix=f"allowed keys: {', '.join(keys)}"
-                )
+                self.fail(key, label, f"unknown key `{name}`", fix=f"allowed keys: {', '.join(keys)}")
             if name in found:
                 self.fail(key, label, f"`{name}` is given twice")
             found[name] = value
@@ -240,10 +234,7 @@ class _Reader:
         ref = self.string(top["ref"], "ref") if "ref" in top else "HEAD"
         if ref.startswith("-") or any(c.isspace() for c in ref):
             self.fail(top["ref"], "ref", f"{ref!r} is not a branch, tag or commit name")
-        files = tuple(
-            self.entry(node, f"files[{i}]")
-            for i, node in enumerate(self.sequence(top["files"], "files"))
-        )
+        files = tuple(self.entry(node, f"files[{i}]") for i, node in enumerate(self.sequence(top["files"], "files")))
         keep = (
             tuple(
                 self.path_value(node, f"keep[{i}]", kernel_side=True)
@@ -258,8 +249,7 @@ class _Reader:
                 continue
             if entry.dest in plain_dests:
                 raise KbuildError(
-                    f"{entry.label}.to: {entry.dest} is also the destination of "
-                    f"{plain_dests[entry.dest]}",
+                    f"{entry.label}.to: {entry.dest} is also the destination of {plain_dests[entry.dest]}",
                     file=self.path,
                     where=entry.line,
                 )

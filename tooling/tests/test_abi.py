@@ -1,4 +1,5 @@
-"""kbuild.abi on small shared libraries compiled here: each rule must fire on a bad import and stay quiet otherwise."""
+"""kbuild.abi on small shared libraries compiled here: each rule fires on a bad import and
+stays quiet otherwise."""
 
 import re
 import shutil
@@ -14,8 +15,8 @@ from kbuild.errors import KbuildError
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile test libraries")
 
-# A stand-in for libstdc++/glibc: exports one symbol per version node, so a library linked against it
-# imports e.g. `new_sym@GLIBCXX_3.4.30` whatever the toolchain of this machine is.
+# A stand-in for libstdc++/glibc: exports one symbol per version node, so a library linked
+# against it imports e.g. `new_sym@GLIBCXX_3.4.30` whatever the toolchain of this machine is.
 FAKE_SYSTEM_LIB = """
 extern "C" int old_sym(void) { return 1; }
 extern "C" int new_sym(void) { return 2; }
@@ -61,15 +62,34 @@ def _compile(tmp_path: Path, out: Path, *defines: str) -> Path:
         (tmp_path / "sys.cpp").write_text(FAKE_SYSTEM_LIB)
         (tmp_path / "sys.map").write_text(FAKE_VERSION_SCRIPT)
         subprocess.run(
-            ["g++", "-shared", "-fPIC", "-Wl,--version-script", str(tmp_path / "sys.map"), str(tmp_path / "sys.cpp"),
-             "-o", str(system)],
+            [
+                "g++",
+                "-shared",
+                "-fPIC",
+                "-Wl,--version-script",
+                str(tmp_path / "sys.map"),
+                str(tmp_path / "sys.cpp"),
+                "-o",
+                str(system),
+            ],
             check=True,
         )
     (tmp_path / "ext.cpp").write_text(EXTENSION)
     out.parent.mkdir(parents=True, exist_ok=True)
     flags = [f"-D{d}" for d in defines]
     subprocess.run(
-        ["g++", "-shared", "-fPIC", *flags, str(tmp_path / "ext.cpp"), "-L", str(tmp_path), "-lfakesys", "-o", str(out)],
+        [
+            "g++",
+            "-shared",
+            "-fPIC",
+            *flags,
+            str(tmp_path / "ext.cpp"),
+            "-L",
+            str(tmp_path),
+            "-lfakesys",
+            "-o",
+            str(out),
+        ],
         check=True,
     )
     return out
@@ -93,7 +113,11 @@ def test_symbol_versions_beyond_manylinux_2_28(tmp_path):
 
 
 def test_python_symbols_outside_limited_api(tmp_path):
-    _compile(tmp_path, tmp_path / "build/torch213-cxx11-cpu-x86_64-linux/_x.abi3.so", "USE_PRIVATE_PYTHON")
+    _compile(
+        tmp_path,
+        tmp_path / "build/torch213-cxx11-cpu-x86_64-linux/_x.abi3.so",
+        "USE_PRIVATE_PYTHON",
+    )
     (message,) = _messages(tmp_path / "build")
     assert "outside the limited API 3.9 (_PyObject_GetDictPtr)" in message
 
@@ -119,7 +143,7 @@ def test_not_an_elf_file_is_a_clear_error(tmp_path):
 
 
 def test_limited_api_list_matches_cpython_headers(tmp_path):
-    """The data file is what the headers declare under Py_LIMITED_API=0x03090000 (re-derived here)."""
+    """The data file is what the headers declare under Py_LIMITED_API=0x03090000."""
     include = Path(sysconfig.get_paths()["include"])
     if shutil.which("gcc") is None or not (include / "Python.h").exists():
         pytest.skip("needs gcc and the Python headers")
@@ -127,7 +151,10 @@ def test_limited_api_list_matches_cpython_headers(tmp_path):
         pytest.skip("the list was derived from CPython 3.11 headers")
     preprocessed = subprocess.run(
         ["gcc", "-E", "-P", "-DPy_LIMITED_API=0x03090000", f"-I{include}", "-x", "c", "-"],
-        input="#include <Python.h>\n", capture_output=True, text=True, check=True,
+        input="#include <Python.h>\n",
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     declared = set()
     for match in re.finditer(r'__attribute__ \(\(visibility \("default"\)\)\)([^;{]*)[;{]', preprocessed):
@@ -141,3 +168,36 @@ def test_limited_api_list_matches_cpython_headers(tmp_path):
     assert declared == limited_api_symbols(), f"regenerate {LIMITED_API_FILE.name}"
     assert {"PyModule_Create2", "_Py_Dealloc", "_Py_NoneStruct"} <= declared
     assert "_PyObject_GetDictPtr" not in declared
+
+
+def test_cli_check_abi(tmp_path, capsys):
+    from kbuild.cli import main
+
+    _compile(tmp_path, tmp_path / "good/torch213-cxx11-cpu-x86_64-linux/_x.abi3.so")
+    _compile(tmp_path, tmp_path / "bad/torch213-cxx11-cpu-x86_64-linux/_x.abi3.so", "USE_PRIVATE_PYTHON")
+    assert main(["check", "--abi", str(tmp_path / "good")]) == 0
+    assert "ABI ok" in capsys.readouterr().out
+    assert main(["check", "--abi", str(tmp_path / "bad")]) == 1
+    assert "error: imports Python symbols outside the limited API 3.9" in capsys.readouterr().out
+
+
+def test_static_libstdcxx_copy_is_detected(tmp_path):
+    """A .so carrying its own libstdc++ crashes next to torch (seen on the H100 with a g++
+    wrapper that linked libstdc++.a): the check must catch it and pass the shared link."""
+    import shutil
+    import subprocess
+
+    from kbuild.abi import embedded_cxx_runtime
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    source = tmp_path / "fmt.cpp"
+    source.write_text(
+        "#include <sstream>\n#include <string>\n"
+        "std::string f(long v) { std::ostringstream s; s << v; return s.str(); }\n"
+    )
+    static, shared = tmp_path / "static.so", tmp_path / "shared.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-static-libstdc++", source, "-o", static], check=True)
+    subprocess.run(["g++", "-shared", "-fPIC", source, "-o", shared], check=True)
+    assert "linked statically" in embedded_cxx_runtime(static)
+    assert embedded_cxx_runtime(shared) is None

@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +11,7 @@ import torch
 from kbuild.build import build_kernel
 from kbuild.manifest import load_manifest
 from kbuild.scaffold import create_kernel
-from kbuild.testing import run_tests, loader_environment
+from kbuild.testing import loader_environment, run_tests
 from kbuild.variants import detect_variant
 
 

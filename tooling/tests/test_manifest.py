@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
+from kbuild.cli import main
 from kbuild.errors import KbuildError
 from kbuild.manifest import load_manifest, upgrade_file
-from kbuild.cli import main
 
 
 def rewrite(kernel_dir: Path, old: str, new: str) -> None:
@@ -145,7 +145,7 @@ def test_edition_2_warning_says_what_to_add(kernel_dir):
         warnings.simplefilter("always")
         manifest = load_manifest(kernel_dir)
     message = str(caught[0].message)
-    assert "edition = 5, version = 1, license = \"<SPDX id>\", backends = [\"cpu\"]" in message
+    assert 'edition = 5, version = 1, license = "<SPDX id>", backends = ["cpu"]' in message
     assert "remove `universal`" in message
     assert manifest.backends == ["cpu"] and manifest.source_edition == 2
 

@@ -1,4 +1,5 @@
-"""kbuild.matrix: filtering the supported variants by build.toml, change detection through git, stable output."""
+"""kbuild.matrix: supported variants filtered by build.toml, change detection through git,
+stable output."""
 
 import json
 from pathlib import Path
@@ -7,7 +8,14 @@ import pytest
 
 from kbuild import gitrepo
 from kbuild.errors import KbuildError
-from kbuild.matrix import changed_kernels, kernel_dirs, load_supported, matrix, named_kernels, render
+from kbuild.matrix import (
+    changed_kernels,
+    kernel_dirs,
+    load_supported,
+    matrix,
+    named_kernels,
+    render,
+)
 
 GENERAL = """[general]
 name = "{name}"
@@ -34,7 +42,7 @@ ROCM_KERNEL = """
 backend = "rocm"
 depends = ["torch"]
 src = ["k.cu"]
-rocm-archs = ["gfx942", "gfx908"]
+rocm-archs = ["gfx942"]
 """
 
 
@@ -54,39 +62,70 @@ def _variants(result: dict, kernel: str) -> list[str]:
 @pytest.fixture
 def repo(tmp_path):
     _kernel(
-        tmp_path, "plain",
-        GENERAL.format(name="plain", backends='["cpu", "cuda", "rocm"]') + "[torch]\n"
-        + CPU_KERNEL + CUDA_KERNEL.format(caps='["8.0", "9.0a"]') + ROCM_KERNEL,
+        tmp_path,
+        "plain",
+        GENERAL.format(name="plain", backends='["cpu", "cuda", "rocm"]')
+        + "[torch]\n"
+        + CPU_KERNEL
+        + CUDA_KERNEL.format(caps='["8.0", "9.0a"]')
+        + ROCM_KERNEL,
     )
     _kernel(
-        tmp_path, "bounded",
+        tmp_path,
+        "bounded",
         GENERAL.format(name="bounded", backends='["cuda"]')
-        + '[general.cuda]\nminver = "13.0"\n[torch]\nminver = "2.13"\n' + CUDA_KERNEL.format(caps='["10.0"]'),
+        + '[general.cuda]\nminver = "13.0"\n[torch]\nminver = "2.13"\n'
+        + CUDA_KERNEL.format(caps='["10.0"]'),
     )
     _kernel(
-        tmp_path, "blackwell",
-        GENERAL.format(name="blackwell", backends='["cuda"]') + "[torch]\n" + CUDA_KERNEL.format(caps='["10.0"]'),
+        tmp_path,
+        "blackwell",
+        GENERAL.format(name="blackwell", backends='["cuda", "rocm"]')
+        + "[torch]\n"
+        + CUDA_KERNEL.format(caps='["8.0", "10.0"]')
+        + ROCM_KERNEL.replace('"gfx942"', '"gfx942", "gfx803"'),
     )
     _kernel(
-        tmp_path, "stable",
+        tmp_path,
+        "stable",
         GENERAL.format(name="stable", backends='["cpu"]') + '[torch]\nstable-abi = "2.12"\n' + CPU_KERNEL,
     )
-    _kernel(tmp_path, "python-only", GENERAL.format(name="python-only", backends='["cuda", "xpu"]') + "[torch-noarch]\n")
+    _kernel(
+        tmp_path,
+        "python-only",
+        GENERAL.format(name="python-only", backends='["cuda", "xpu"]') + "[torch-noarch]\n",
+    )
     return tmp_path
 
 
 def test_full_matrix_follows_build_toml(repo):
     result = matrix(repo, kernel_dirs(repo))
     assert _variants(result, "plain") == [
-        "torch212-cxx11-cpu-x86_64-linux", "torch212-cxx11-cu126-x86_64-linux", "torch212-cxx11-cu130-x86_64-linux",
-        "torch212-cxx11-cu132-x86_64-linux", "torch212-cxx11-rocm71-x86_64-linux", "torch212-cxx11-rocm72-x86_64-linux",
-        "torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu126-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux",
-        "torch213-cxx11-cu132-x86_64-linux", "torch213-cxx11-rocm71-x86_64-linux", "torch213-cxx11-rocm72-x86_64-linux",
+        "torch212-cxx11-cpu-x86_64-linux",
+        "torch212-cxx11-cu126-x86_64-linux",
+        "torch212-cxx11-cu130-x86_64-linux",
+        "torch212-cxx11-cu132-x86_64-linux",
+        "torch212-cxx11-rocm71-x86_64-linux",
+        "torch212-cxx11-rocm72-x86_64-linux",
+        "torch213-cxx11-cpu-x86_64-linux",
+        "torch213-cxx11-cu126-x86_64-linux",
+        "torch213-cxx11-cu130-x86_64-linux",
+        "torch213-cxx11-cu132-x86_64-linux",
+        "torch213-cxx11-rocm71-x86_64-linux",
+        "torch213-cxx11-rocm72-x86_64-linux",
     ]
     # torch >= 2.13 and CUDA >= 13.0
-    assert _variants(result, "bounded") == ["torch213-cxx11-cu130-x86_64-linux", "torch213-cxx11-cu132-x86_64-linux"]
-    # capability 10.0 is not compiled by CUDA 12.6
-    assert "torch212-cxx11-cu126-x86_64-linux" not in _variants(result, "blackwell")
+    assert _variants(result, "bounded") == [
+        "torch213-cxx11-cu130-x86_64-linux",
+        "torch213-cxx11-cu132-x86_64-linux",
+    ]
+    # CUDA 12.6 compiles 8.0 but not 10.0, and no ROCm toolkit of ours targets gfx803: no such jobs
+    assert _variants(result, "blackwell") == [
+        "torch212-cxx11-cu130-x86_64-linux",
+        "torch212-cxx11-cu132-x86_64-linux",
+        "torch213-cxx11-cu130-x86_64-linux",
+        "torch213-cxx11-cu132-x86_64-linux",
+    ]
     assert _variants(result, "stable") == ["torch-stable-abi212-cpu-x86_64-linux"]
     assert _variants(result, "python-only") == ["torch-cuda", "torch-xpu"]
 
@@ -97,9 +136,12 @@ def test_job_fields(repo):
     assert cuda["archs"] == ["8.0", "9.0a"] and cuda["toolkit"] == "13.0" and cuda["torch"] == "2.13"
     assert cuda["path"] == "kernels/plain" and cuda["build-runner"] == ["ubuntu-latest"]
     assert cuda["test-runner"] == ["self-hosted", "cuda"] and cuda["image"].endswith("cuda13.0")
-    # gfx908 is not in the ROCm toolkits' list: dropped, gfx942 kept
+    assert cuda["torch-index"] == "https://download.pytorch.org/whl/cu130"
     assert jobs[("plain", "torch213-cxx11-rocm71-x86_64-linux")]["archs"] == ["gfx942"]
-    assert jobs[("plain", "torch213-cxx11-rocm71-x86_64-linux")]["test-runner"] == ["self-hosted", "rocm"]
+    assert jobs[("plain", "torch213-cxx11-rocm71-x86_64-linux")]["test-runner"] == [
+        "self-hosted",
+        "rocm",
+    ]
 
 
 def test_test_matrix_leaves_out_backends_without_runner(repo):
@@ -148,3 +190,14 @@ def test_supported_variants_file_is_valid():
     assert supported.torch and supported.build_runner == ("ubuntu-latest",)
     assert {t.backend for t in supported.toolkits} >= {"cpu", "cuda", "rocm"}
     assert supported.test_runners["cuda"] == ("self-hosted", "cuda")
+
+
+def test_cli_prints_the_matrix(repo, monkeypatch, capsys):
+    from kbuild.cli import main
+
+    monkeypatch.chdir(repo)
+    assert main(["matrix", "--release", "kernels/plain", "stable"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == matrix(repo, named_kernels(repo, ["plain", "stable"]))
+    assert main(["matrix", "--release", "nope"]) == 2
+    assert "no kernel named 'nope'" in capsys.readouterr().err

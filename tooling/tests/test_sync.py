@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from kbuild import cli, filemap, gitrepo
 from kbuild.errors import KbuildError
 from kbuild.sync import sync_kernel, upstream_status
@@ -196,9 +197,7 @@ class Project:
             "build.toml": BUILD_TOML.format(name=name, url=self.url),
             "upstream.yaml": UPSTREAM_YAML.format(url=self.url, commit=commit, ref=ref),
             "gemm/gemm_kernel.h": kernel_text,
-            "gemm/gemm_launcher.hip": gitrepo.git(
-                ["show", f"{commit}:gemm/gemm_launcher.cpp"], self.upstream
-            ),
+            "gemm/gemm_launcher.hip": gitrepo.git(["show", f"{commit}:gemm/gemm_launcher.cpp"], self.upstream),
             "gemm/local_notes.h": "// written by hand in the kernel; the map does not own it\n",
             "torch-ext/torch_binding.cpp": "// binding\n",
             "torch-ext/torch_binding.h": "#pragma once\n",
@@ -206,9 +205,7 @@ class Project:
             "tests/test_gemm.py": "def test_nothing():\n    pass\n",
             "include/timer.h": LOCAL_TIMER,
         }
-        for path in gitrepo.git(
-            ["ls-tree", "-r", "--name-only", commit, "include/"], self.upstream
-        ).split():
+        for path in gitrepo.git(["ls-tree", "-r", "--name-only", commit, "include/"], self.upstream).split():
             if path != "include/timer.h":
                 files[path] = gitrepo.git(["show", f"{commit}:{path}"], self.upstream)
         for rel, text in files.items():
@@ -298,9 +295,7 @@ def test_sync_at_the_pinned_commit_changes_nothing(project):
 
 
 def test_conflicting_patch_names_patch_and_hunk_and_leaves_tree_unchanged(project):
-    kernel = project.kernel(
-        patches={"0001-more-stages.patch": MORE_STAGES, "0002-wider-n.patch": WIDER_N}
-    )
+    kernel = project.kernel(patches={"0001-more-stages.patch": MORE_STAGES, "0002-wider-n.patch": WIDER_N})
     before = snapshot(project.root)
 
     with pytest.raises(KbuildError) as failure:
@@ -398,9 +393,7 @@ def test_upstream_symlinks_are_followed_inside_and_rejected_outside(project):
     assert not alias.is_symlink() and alias.read_text() == "// types v1\n"
 
     before = snapshot(project.root)
-    with pytest.raises(
-        KbuildError, match=r"'include/escape.h' is a symlink to '../../outside.h', outside"
-    ):
+    with pytest.raises(KbuildError, match=r"'include/escape.h' is a symlink to '../../outside.h', outside"):
         sync_kernel(kernel, ref=escaping)
     assert snapshot(project.root) == before
 
@@ -409,9 +402,7 @@ def test_files_the_map_does_not_own_survive_and_are_never_overwritten(project):
     kernel = project.kernel()
     (kernel / "include/gpu_libs.h").write_text("// hand-written, before upstream had one\n")
     before = snapshot(project.root)
-    with pytest.raises(
-        KbuildError, match="include/gpu_libs.h already exists and the map did not place it"
-    ) as failure:
+    with pytest.raises(KbuildError, match="include/gpu_libs.h already exists and the map did not place it") as failure:
         sync_kernel(kernel)
     assert "add it to `keep`" in failure.value.fix
     assert snapshot(project.root) == before
@@ -515,9 +506,7 @@ def test_cli_reports_errors_without_traceback(project, monkeypatch, capsys):
     monkeypatch.chdir(project.root)
     assert cli.main(["sync", "kernels/gemm"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(
-        "error: kernels/gemm/upstream.yaml:7: files[0].to: path '../evil.h' climbs out"
-    )
+    assert err.startswith("error: kernels/gemm/upstream.yaml:7: files[0].to: path '../evil.h' climbs out")
     assert "Traceback" not in err
     assert cli.main(["sync", "--all"]) == 2  # --all only reports
 
@@ -572,16 +561,12 @@ def test_glob_patterns():
 
 def _map(entries: list[tuple[str, str, str | None]], keep: tuple[str, ...] = ()) -> Upstream:
     mappings = tuple(
-        FileMapping(source, dest, suffix, f"files[{i}]", i + 1)
-        for i, (source, dest, suffix) in enumerate(entries)
+        FileMapping(source, dest, suffix, f"files[{i}]", i + 1) for i, (source, dest, suffix) in enumerate(entries)
     )
     return Upstream(Path("upstream.yaml"), "file:///u", "0" * 40, "HEAD", mappings, keep)
 
 
-TREE = {
-    path: ("100644", "0" * 40)
-    for path in ["src/utils/timer.cpp", "src/utils/arith.h", "src/main.cpp"]
-}
+TREE = {path: ("100644", "0" * 40) for path in ["src/utils/timer.cpp", "src/utils/arith.h", "src/main.cpp"]}
 
 
 def test_glob_with_suffix_renames_by_role_and_keeps_subfolders():
@@ -621,9 +606,7 @@ def test_documented_example_maps_the_seed_guides_layout(tmp_path):
         "gemm/gemm_launcher.cpp", "include/gpu_types.h", "include/timer.h", "src/utils/timer.cpp",
         "src/utils/arithmetic.h", "tests/checker/metrics.h", "tests/checker/checker.cpp",
     ]  # fmt: skip
-    placed = filemap.resolve(
-        upstream, dict.fromkeys(sources, ("100644", "0" * 40)), "0" * 40, strict=True
-    )
+    placed = filemap.resolve(upstream, dict.fromkeys(sources, ("100644", "0" * 40)), "0" * 40, strict=True)
     assert sorted(placed) == [
         "gemm/gemm_kernel.h", "gemm/gemm_kernel_legacy.h", "gemm/gemm_launcher.hip",
         "gemm/transpose_kernel.h", "include/gpu_types.h", "src/utils/arithmetic.h",

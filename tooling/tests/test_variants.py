@@ -37,7 +37,9 @@ def test_construct_name():
     assert Variant("2.13", "cuda", "12.6", kind=STABLE_ABI).name == "torch-stable-abi213-cu126-x86_64-linux"
 
 
-@pytest.mark.parametrize("bad", ["torch213-cu130", "torch213-cxx11-cu130-x86_64", "torch-foo", "torch213-cxx11-tpu-x86_64-linux"])
+@pytest.mark.parametrize(
+    "bad", ["torch213-cu130", "torch213-cxx11-cu130-x86_64", "torch-foo", "torch213-cxx11-tpu-x86_64-linux"]
+)
 def test_bad_names_are_clear_errors(bad):
     with pytest.raises(KbuildError, match="is not a build variant name"):
         Variant.parse(bad)

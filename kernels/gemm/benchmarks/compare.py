@@ -1,0 +1,325 @@
+"""Times our FP8 GEMM next to torch._scaled_mm (blockwise) and bf16 torch.mm.
+
+Protocol (shared/reference/fp8-gemm-h100-peers.md): >= 5 warm-up calls, then N calls each
+after zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the
+whole suite runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem
+being the UTC date and the device (the kernel card shows the newest .md of results/).
+
+    LOCAL_KERNELS=kernels-community/gemm=kernels/gemm \
+        python kernels/gemm/benchmarks/compare.py --out kernels/gemm/benchmarks/results
+
+`--device cpu --quick` runs tiny shapes on the CPU (a smoke test of this script).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from reference import (  # noqa: E402
+    RANKED_SHAPES,
+    attainable_floor_us,
+    ceil_div,
+    flop,
+    judge,
+    reference_gemm,
+)
+
+REPO_ID = "kernels-community/gemm"
+FLUSH_BYTES = 256 * 1024 * 1024
+QUICK_SHAPES = [(64, 64, 128), (100, 200, 300), (128, 256, 512)]
+SCALED_MM_K_BLOCK_MULTIPLE = 4  # torch 2.11 blockwise _scaled_mm is wrong otherwise
+IMPLS = ["ours", "ours_general", "ours_challenge_layout", "scaled_mm_blockwise", "bf16_mm"]
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", required=True, type=Path, help="folder for the .json/.md/.png results")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--quick", action="store_true", help="tiny shapes, few calls (smoke test)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--calls", type=int, default=30, help="timed calls per measurement")
+    p.add_argument("--suites", type=int, default=2, help="times the whole suite is run")
+    args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device here (use --device cpu --quick)")
+    if args.quick:
+        args.warmup, args.calls, args.suites = min(args.warmup, 2), min(args.calls, 3), 1
+    return args
+
+
+class Timer:
+    """Median time of a call in microseconds: CUDA events after an L2 flush, or perf_counter."""
+
+    def __init__(self, device: torch.device, warmup: int, calls: int):
+        self.device, self.warmup, self.calls = device, warmup, calls
+        self.flush = torch.empty(
+            FLUSH_BYTES if device.type == "cuda" else 1, dtype=torch.uint8, device=device
+        )
+
+    def median_us(self, fn) -> float:
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.calls):
+            self.flush.zero_()
+            times.append(self._time_one(fn))
+        return statistics.median(times)
+
+    def _time_one(self, fn) -> float:
+        if self.device.type != "cuda":
+            start = time.perf_counter()
+            fn()
+            return (time.perf_counter() - start) * 1e6
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3
+
+
+def make_problem(M, N, K, device):
+    """gemm_nt operands (DeepGEMM layout) plus the challenge's M-/N-contiguous copies."""
+    kb, nb = ceil_div(K, 128), ceil_div(N, 128)
+    p = {
+        "a": torch.randn(M, K, device=device).to(torch.float8_e4m3fn),
+        "b": torch.randn(N, K, device=device).to(torch.float8_e4m3fn),
+        "a_scale": torch.randn(kb, M, device=device).t(),  # (M, kb), strides (1, M)
+        "b_scale": torch.randn(nb, kb, device=device),  # (nb, kb) contiguous
+        "out": torch.empty(M, N, device=device, dtype=torch.bfloat16),
+    }
+    p["a_mn"] = p["a"].t().contiguous().t()  # (M, K), M-contiguous
+    p["b_kn"] = p["b"].t().contiguous()  # (K, N), N-contiguous
+    p["a_bf16"], p["b_bf16"] = p["a"].to(torch.bfloat16), p["b"].to(torch.bfloat16)
+    return p
+
+
+def impl_calls(kernel, p, K):
+    """name -> zero-argument callable, for the implementations that apply to this shape."""
+    calls = {
+        "ours": lambda: kernel.gemm_nt(p["a"], p["b"], p["a_scale"], p["b_scale"], p["out"]),
+        "ours_challenge_layout": lambda: kernel.gemm(
+            p["a_mn"], p["b_kn"], p["a_scale"].t(), p["b_scale"].t(), p["out"]
+        ),
+        "bf16_mm": lambda: torch.mm(p["a_bf16"], p["b_bf16"].t()),
+    }
+    if p["a"].is_cuda and ceil_div(K, 128) % SCALED_MM_K_BLOCK_MULTIPLE == 0:
+        calls["scaled_mm_blockwise"] = lambda: torch._scaled_mm(
+            p["a"],
+            p["b"].t(),
+            scale_a=p["a_scale"],
+            scale_b=p["b_scale"].t(),
+            out_dtype=torch.bfloat16,
+        )
+    return calls
+
+
+def check(fn, p, ref) -> str:
+    """Runs fn on a NaN-poisoned out and judges it against the float64 reference."""
+    p["out"].fill_(float("nan"))
+    result = fn()
+    verdict = judge(p["out"] if result is None else result, ref)
+    return "pass" if verdict.ok else f"FAIL: {verdict}"
+
+
+def measure_shape(kernel, shape, device, timer, suites):
+    M, N, K = shape
+    p = make_problem(M, N, K, device)
+    calls = impl_calls(kernel, p, K)
+    ref = reference_gemm(p["a"], p["b"].t(), p["a_scale"].t(), p["b_scale"].t())
+    row = {"M": M, "N": N, "K": K, "floor_us": attainable_floor_us(M, N, K), "us": {}, "check": {}}
+    for name, fn in calls.items():
+        try:
+            row["check"][name] = check(fn, p, ref) if name != "bf16_mm" else "n/a (bf16 operands)"
+        except RuntimeError as e:  # an implementation that refuses this shape
+            row["check"][name] = f"error: {str(e).splitlines()[0]}"
+            continue
+        row["us"][name] = [timer.median_us(fn) for _ in range(suites)]
+    if device.type == "cuda":
+        previous = kernel.force_general_path(True)
+        try:
+            row["check"]["ours_general"] = check(calls["ours"], p, ref)
+            row["us"]["ours_general"] = [timer.median_us(calls["ours"]) for _ in range(suites)]
+        finally:
+            kernel.force_general_path(previous)
+    return row
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def summarize(rows):
+    summary = {}
+    for name in IMPLS:
+        timed = [r for r in rows if name in r["us"]]
+        summary[name] = {
+            "geomean_us": geomean([r["us"][name][0] for r in timed]),
+            "shapes": len(timed),
+            "geomean_us_per_suite": [
+                geomean([r["us"][name][i] for r in timed]) for i in range(len(timed[0]["us"][name]))
+            ]
+            if timed
+            else [],
+        }
+    summary["attainable_floor"] = {
+        "geomean_us": geomean([r["floor_us"] for r in rows]),
+        "shapes": len(rows),
+    }
+    return summary
+
+
+def machine_info(device):
+    info = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+    if device.type == "cuda":
+        prop = torch.cuda.get_device_properties(device)
+        info.update(
+            device=prop.name,
+            sms=prop.multi_processor_count,
+            cuda=torch.version.cuda,
+            capability=f"{prop.major}.{prop.minor}",
+        )
+    else:
+        info.update(device=platform.processor() or platform.machine(), cpus=torch.get_num_threads())
+    return info
+
+
+def result_stem(info) -> str:
+    """'2026-11-23T0412-nvidia-h100-80gb-hbm3': sorts by date, names the device."""
+    date = info["date_utc"][:16].replace(":", "")
+    device = re.sub(r"[^a-z0-9]+", "-", info["device"].lower()).strip("-")
+    return f"{date}-{device}"
+
+
+def markdown(results) -> str:
+    info, rows, summary = results["machine"], results["rows"], results["summary"]
+    lines = [
+        f"# FP8 block-scaled GEMM: ours vs torch ({info['device']}, {info['date_utc']})",
+        "",
+        f"torch {info['torch']}; median of {results['calls']} calls after a 256 MB L2 flush, "
+        f"{results['suites']} suite run(s); µs of the first run "
+        "(TFLOPS, % of the H100 attainable floor).",
+        "`ours` = gemm_nt (K-major operands, default dispatch); `ours_general` = the same call "
+        "with the general path forced; `ours_challenge_layout` = gemm with M-/N-contiguous "
+        "operands.",
+        "",
+        "| # | M | N | K | floor µs | " + " | ".join(IMPLS) + " | checks |",
+        "|---|---|---|---|---|" + "---|" * len(IMPLS) + "---|",
+    ]
+    for i, r in enumerate(rows):
+        cells = []
+        for name in IMPLS:
+            if name not in r["us"]:
+                cells.append("-")
+                continue
+            us = r["us"][name][0]
+            tflops = flop(r["M"], r["N"], r["K"]) / us / 1e6
+            cells.append(f"{us:.1f} ({tflops:.1f}, {100 * r['floor_us'] / us:.0f}%)")
+        failed = [
+            f"{k}: {v}" for k, v in r["check"].items() if v != "pass" and not v.startswith("n/a")
+        ]
+        lines.append(
+            f"| {i} | {r['M']} | {r['N']} | {r['K']} | {r['floor_us']:.2f} | "
+            + " | ".join(cells)
+            + f" | {'; '.join(failed) or 'all pass'} |"
+        )
+    lines += ["", "| implementation | geomean µs (run 1) | per run | shapes |", "|---|---|---|---|"]
+    for name in IMPLS + ["attainable_floor"]:
+        s = summary[name]
+        runs = ", ".join(f"{g:.1f}" for g in s.get("geomean_us_per_suite", []))
+        lines.append(f"| {name} | {s['geomean_us']:.1f} | {runs} | {s['shapes']} |")
+    lines += [
+        "",
+        "scaled_mm_blockwise runs only where ceil(K/128) % 4 == 0 (torch 2.11 is wrong otherwise), "
+        "so its geomean covers fewer shapes.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = results["rows"]
+    fig, ax = plt.subplots(figsize=(14, 5))
+    width = 0.8 / (len(IMPLS) + 1)
+    for j, name in enumerate(IMPLS + ["floor"]):
+        xs = [i + j * width for i, r in enumerate(rows) if name == "floor" or name in r["us"]]
+        ys = [
+            r["floor_us"] if name == "floor" else r["us"][name][0]
+            for r in rows
+            if name == "floor" or name in r["us"]
+        ]
+        ax.bar(xs, ys, width, label=name)
+    ax.set_yscale("log")
+    ax.set_ylabel("µs (log)")
+    ax.set_xticks([i + 0.4 for i in range(len(rows))])
+    ax.set_xticklabels(
+        [f"{r['M']}x{r['N']}x{r['K']}" for r in rows], rotation=60, ha="right", fontsize=7
+    )
+    ax.set_title(f"FP8 block-scaled GEMM, {results['machine']['device']}")
+    ax.legend(fontsize=8, ncol=3, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main() -> int:
+    args = parse_args()
+    from kernels import get_kernel
+
+    kernel = get_kernel(REPO_ID, version=1)
+    device = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    shapes = QUICK_SHAPES if args.quick else RANKED_SHAPES
+    timer = Timer(device, args.warmup, args.calls)
+    rows = []
+    for shape in shapes:
+        rows.append(measure_shape(kernel, shape, device, timer, args.suites))
+        us = {k: round(v[0], 1) for k, v in rows[-1]["us"].items()}
+        print(f"{shape}: {us}", flush=True)
+    results = {
+        "command": " ".join(sys.argv),
+        "machine": machine_info(device),
+        "kernel": kernel.__name__,
+        "warmup": args.warmup,
+        "calls": args.calls,
+        "suites": args.suites,
+        "rows": rows,
+        "summary": summarize(rows),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / result_stem(results["machine"])
+    stem.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    table = markdown(results)
+    stem.with_suffix(".md").write_text(table)
+    plotted = plot(results, stem.with_suffix(".png"))
+    print(table)
+    print(f"wrote {stem}.json, .md" + (", .png" if plotted else " (no matplotlib: no plot)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+// Standalone check-and-time harness for the Hopper path (no torch): correctness against an
+// fp64 reference with the pass criterion of shared/reference/fp8-gemm-h100-peers.md, and
+// timing with its protocol (256 MB L2 flush before each call, events, median of 30).
+//
+//   harness check            all 29 reference shapes, odd shapes, both layouts, all configs
+//   harness sweep            every tile configuration on the 18 ranked shapes (CSV)
+//   harness bench            chosen configuration, K-major and column-major layouts, twice
+//   harness one M N K BM BN SPLIT   one K-major call after a warm-up (for profilers)
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gemm_sm90/sm90_config.h"
+#include "gemm_sm90/sm90_gemm.h"
+
+using fp8gemm::GemmArgs;
+using fp8gemm::sm90::TileConfig;
+
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+struct Shape {
+  int64_t M, N, K;
+  double deepgemm_us, attainable_us;
+};
+
+const Shape kRanked[] = {
+    {1024, 1536, 7168, 24.0, 15.6}, {1024, 3072, 1536, 14.4, 6.7},   {1024, 576, 7168, 21.0, 5.8},
+    {1024, 7168, 256, 14.1, 5.6},   {1024, 7168, 2048, 34.6, 20.7},  {1024, 4608, 7168, 67.6, 46.7},
+    {1024, 7168, 2304, 37.4, 23.3}, {1024, 512, 7168, 15.6, 5.2},    {1024, 4096, 512, 11.3, 3.7},
+    {6144, 1536, 7168, 98.5, 93.3}, {6144, 3072, 1536, 50.4, 40.0},  {6144, 576, 7168, 49.9, 35.0},
+    {6144, 7168, 256, 50.8, 30.5},  {6144, 7168, 2048, 145.3, 124.4}, {6144, 4608, 7168, 293.2, 279.9},
+    {6144, 7168, 2304, 160.5, 140.0}, {6144, 512, 7168, 56.8, 31.1}, {6144, 4096, 512, 33.0, 18.6},
+};
+
+const int64_t kExtra[][3] = {
+    {64, 64, 128},   {64, 1536, 7168},  {64, 3072, 1536}, {64, 576, 7168},  {96, 7168, 256},   {96, 7168, 2048},
+    {96, 4608, 7168}, {128, 7168, 2304}, {128, 512, 7168}, {512, 4096, 512}, {512, 1536, 7168},
+    // odd shapes
+    {1, 1, 1}, {1, 130, 129}, {129, 257, 300}, {3, 8, 16}, {200, 72, 4000}, {1000, 1100, 1500},
+};
+
+// ---- device helpers -------------------------------------------------------------------
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return uint32_t(x);
+}
+
+__device__ float gauss(uint64_t seed, uint64_t i) {
+  const float u1 = (hash32(seed * 0x9E3779B97F4A7C15ULL + 2 * i) + 1.0f) * 2.3283064e-10f;
+  const float u2 = hash32(seed * 0x9E3779B97F4A7C15ULL + 2 * i + 1) * 2.3283064e-10f;
+  return sqrtf(-2.f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+__global__ void fill_fp8(uint8_t* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    __nv_fp8_e4m3 v(gauss(seed, i) * 2.f);
+    p[i] = *reinterpret_cast<uint8_t*>(&v);
+  }
+}
+
+__global__ void fill_scale(float* p, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = gauss(seed, i) * 0.01f;
+}
+
+__global__ void fill_u16(uint16_t* p, int64_t n, uint16_t v) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = v;
+}
+
+__device__ double fp8_to_double(uint8_t b) {
+  __nv_fp8_e4m3 v;
+  *reinterpret_cast<uint8_t*>(&v) = b;
+  return double(float(v));
+}
+
+// fp64 reference, any strides: 64x64 outputs per block, 4x4 per thread.
+__global__ void reference_kernel(GemmArgs g, double* ref) {
+  __shared__ double as[16][64], bs[16][64];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+  double acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < g.K; k0 += 16) {
+    for (int i = threadIdx.x; i < 16 * 64; i += 256) {
+      const int kk = i / 64, x = i % 64;
+      const int64_t k = k0 + kk, m = m0 + x, n = n0 + x;
+      double av = 0, bv = 0;
+      if (k < g.K && m < g.M)
+        av = fp8_to_double(g.a[m * g.a_stride_m + k * g.a_stride_k]) *
+             g.a_scale[(k / 128) * g.a_scale_stride_kb + m * g.a_scale_stride_m];
+      if (k < g.K && n < g.N)
+        bv = fp8_to_double(g.b[k * g.b_stride_k + n * g.b_stride_n]) *
+             g.b_scale[(k / 128) * g.b_scale_stride_kb + (n / 128) * g.b_scale_stride_nb];
+      as[kk][x] = av;
+      bs[kk][x] = bv;
+    }
+    __syncthreads();
+    for (int kk = 0; kk < 16; ++kk)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] += as[kk][ty * 4 + i] * bs[kk][tx * 4 + j];
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+      if (m < g.M && n < g.N) ref[m * g.N + n] = acc[i][j];
+    }
+}
+
+// ---- problem setup --------------------------------------------------------------------
+enum class Layout { KMajor, ColMajor, OutColMajor };
+
+struct Problem {
+  GemmArgs args;
+  uint8_t *a = nullptr, *b = nullptr;
+  float *sa = nullptr, *sb = nullptr;
+  uint16_t* out = nullptr;
+  void release() {
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(sa);
+    cudaFree(sb);
+    cudaFree(out);
+  }
+};
+
+Problem make_problem(int64_t M, int64_t N, int64_t K, Layout layout, uint64_t seed) {
+  Problem p;
+  const int64_t kb = (K + 127) / 128, nb = (N + 127) / 128;
+  CK(cudaMalloc(&p.a, std::max<int64_t>(M * K, 1)));
+  CK(cudaMalloc(&p.b, std::max<int64_t>(N * K, 1)));
+  CK(cudaMalloc(&p.sa, std::max<int64_t>(kb * M, 1) * 4));
+  CK(cudaMalloc(&p.sb, std::max<int64_t>(kb * nb, 1) * 4));
+  CK(cudaMalloc(&p.out, std::max<int64_t>(M * N, 1) * 2));
+  fill_fp8<<<1024, 256>>>(p.a, M * K, seed * 4 + 0);
+  fill_fp8<<<1024, 256>>>(p.b, N * K, seed * 4 + 1);
+  fill_scale<<<256, 256>>>(p.sa, kb * M, seed * 4 + 2);
+  fill_scale<<<256, 256>>>(p.sb, kb * nb, seed * 4 + 3);
+  CK(cudaGetLastError());
+  GemmArgs& g = p.args;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.a = p.a;
+  g.b = p.b;
+  g.a_scale = p.sa;
+  g.b_scale = p.sb;
+  g.out = p.out;
+  if (layout == Layout::ColMajor) {  // the AMD challenge: A and B M-/N-contiguous, scales too
+    g.a_stride_m = 1;
+    g.a_stride_k = M;
+    g.b_stride_k = N;
+    g.b_stride_n = 1;
+    g.a_scale_stride_kb = M;
+    g.a_scale_stride_m = 1;
+    g.b_scale_stride_kb = nb;
+    g.b_scale_stride_nb = 1;
+  } else {  // gemm_nt / DeepGEMM: a (M,K), b (N,K), sa (M,kb), sb (nb,kb), all row-major
+    g.a_stride_m = K;
+    g.a_stride_k = 1;
+    g.b_stride_k = 1;
+    g.b_stride_n = K;
+    g.a_scale_stride_kb = 1;
+    g.a_scale_stride_m = kb;
+    g.b_scale_stride_kb = 1;
+    g.b_scale_stride_nb = kb;
+  }
+  if (layout == Layout::OutColMajor) {
+    g.out_stride_m = 1;
+    g.out_stride_n = M;
+  } else {
+    g.out_stride_m = N;
+    g.out_stride_n = 1;
+  }
+  return p;
+}
+
+void* g_workspace = nullptr;
+size_t g_workspace_size = size_t(512) << 20;
+void* g_flush = nullptr;
+const size_t kFlushBytes = size_t(256) << 20;
+
+bool call(const GemmArgs& g, const TileConfig* cfg) {
+  fp8gemm::Status s;
+  if (cfg) {
+    s = fp8gemm::sm90::run(g, *cfg, g_workspace, g_workspace_size, 0);
+  } else {
+    bool handled = false;
+    s = fp8gemm::sm90::try_gemm(g, g_workspace, g_workspace_size, 0, &handled);
+    if (s == nullptr && !handled) s = "not handled";
+  }
+  if (s != nullptr) {
+    std::printf("  call failed: %s\n", s);
+    return false;
+  }
+  return cudaGetLastError() == cudaSuccess;
+}
+
+std::string cfg_name(const TileConfig& c) {
+  return std::to_string(c.block_m) + "x" + std::to_string(c.block_n) + "s" + std::to_string(c.split);
+}
+
+// ---- correctness ----------------------------------------------------------------------
+bool check(int64_t M, int64_t N, int64_t K, Layout layout, const TileConfig* cfg, uint64_t seed) {
+  Problem p = make_problem(M, N, K, layout, seed);
+  const GemmArgs& g = p.args;
+  double* ref = nullptr;
+  CK(cudaMalloc(&ref, std::max<int64_t>(M * N, 1) * 8));
+  reference_kernel<<<dim3(unsigned((N + 63) / 64), unsigned((M + 63) / 64)), 256>>>(g, ref);
+  fill_u16<<<1024, 256>>>(p.out, M * N, 0x7FC0);  // bf16 NaN
+  CK(cudaGetLastError());
+  bool ok = call(g, cfg);
+  CK(cudaDeviceSynchronize());
+  std::vector<uint16_t> out(M * N);
+  std::vector<double> r(M * N);
+  CK(cudaMemcpy(out.data(), p.out, M * N * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(r.data(), ref, M * N * 8, cudaMemcpyDeviceToHost));
+  double sum = 0, sum2 = 0;
+  for (double v : r) {
+    sum += v;
+    sum2 += v * v;
+  }
+  const double n = double(std::max<int64_t>(M * N, 1));
+  const double stdv = std::sqrt(std::max(0.0, sum2 / n - (sum / n) * (sum / n)));
+  double err2 = 0;
+  int64_t bad = 0, nonfinite = 0;
+  for (int64_t i = 0; i < M * N; ++i) {
+    const int64_t m = i / N, nn = i % N;
+    uint32_t bits = uint32_t(out[m * g.out_stride_m + nn * g.out_stride_n]) << 16;
+    float c;
+    std::memcpy(&c, &bits, 4);
+    if (!std::isfinite(c)) {
+      ++nonfinite;
+      continue;
+    }
+    const double d = c - r[i];
+    err2 += d * d;
+    if (std::fabs(d) > 1e-2 * stdv + 2e-2 * std::fabs(r[i])) ++bad;
+  }
+  const double rel = sum2 > 0 ? std::sqrt(err2 / sum2) : std::sqrt(err2);
+  ok = ok && nonfinite == 0 && bad == 0 && rel <= 2.5e-3;
+  const char* lname = layout == Layout::KMajor ? "kmaj" : layout == Layout::ColMajor ? "colmaj" : "outcol";
+  std::printf("%s %6lld %6lld %6lld %-6s cfg=%s rel=%.2e bad=%lld nan=%lld\n", ok ? "PASS" : "FAIL", (long long)M,
+              (long long)N, (long long)K, lname,
+              cfg ? cfg_name(*cfg).c_str() : "auto",
+              rel, (long long)bad, (long long)nonfinite);
+  cudaFree(ref);
+  p.release();
+  return ok;
+}
+
+// ---- timing ---------------------------------------------------------------------------
+double time_us(const GemmArgs& g, const TileConfig* cfg, int reps = 30) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int i = 0; i < 5; ++i)
+    if (!call(g, cfg)) return -1;
+  std::vector<float> ts;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaMemsetAsync(g_flush, 0, kFlushBytes, 0));
+    CK(cudaEventRecord(e0, 0));
+    call(g, cfg);
+    CK(cudaEventRecord(e1, 0));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms * 1000.f);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+int run_check() {
+  int fails = 0;
+  uint64_t seed = 1000;
+  for (const Shape& s : kRanked) fails += !check(s.M, s.N, s.K, Layout::KMajor, nullptr, ++seed);
+  for (const auto& e : kExtra) fails += !check(e[0], e[1], e[2], Layout::KMajor, nullptr, ++seed);
+  for (const auto& e : kExtra) fails += !check(e[0], e[1], e[2], Layout::ColMajor, nullptr, ++seed);
+  for (int i : {2, 3, 7}) fails += !check(kRanked[i].M, kRanked[i].N, kRanked[i].K, Layout::ColMajor, nullptr, ++seed);
+  fails += !check(1000, 1100, 1500, Layout::OutColMajor, nullptr, ++seed);
+  for (const TileConfig& c : fp8gemm::sm90::kCandidates) {
+    fails += !check(1000, 1100, 1500, Layout::KMajor, &c, ++seed);
+    fails += !check(96, 7168, 256, Layout::KMajor, &c, ++seed);
+    fails += !check(129, 257, 300, Layout::OutColMajor, &c, ++seed);
+    fails += !check(333, 200, 700, Layout::KMajor, &c, ++seed);
+  }
+  // a moving error is a race: same inputs twice
+  fails += !check(6144, 4608, 7168, Layout::KMajor, nullptr, 7);
+  fails += !check(6144, 4608, 7168, Layout::KMajor, nullptr, 7);
+  std::printf("check: %d failure(s)\n", fails);
+  return fails;
+}
+
+int run_sweep() {
+  std::printf("sweep,M,N,K,config,us\n");
+  int idx = 0;
+  for (const Shape& s : kRanked) {
+    Problem p = make_problem(s.M, s.N, s.K, Layout::KMajor, 77 + idx);
+    for (const TileConfig& c : fp8gemm::sm90::kCandidates)
+      std::printf("sweep,%lld,%lld,%lld,%s,%.2f\n", (long long)s.M, (long long)s.N, (long long)s.K,
+                  cfg_name(c).c_str(), time_us(p.args, &c));
+    p.release();
+    ++idx;
+  }
+  return 0;
+}
+
+int run_bench() {
+  for (int round = 1; round <= 2; ++round) {
+    std::printf("\nbench round %d (cold L2, median of 30, us)\n", round);
+    std::printf("%2s %5s %5s %5s %-9s %8s %7s %6s %8s %7s %8s %8s\n", "#", "M", "N", "K", "config", "kmaj_us", "TFLOPS",
+                "%att", "colmaj", "ratio", "deepgemm", "vs_dg");
+    double lg = 0, lg_col = 0, lg_dg = 0;
+    int idx = 0;
+    for (const Shape& s : kRanked) {
+      Problem pk = make_problem(s.M, s.N, s.K, Layout::KMajor, 500 + idx);
+      const double tk = time_us(pk.args, nullptr);
+      pk.release();
+      Problem pc = make_problem(s.M, s.N, s.K, Layout::ColMajor, 600 + idx);
+      const double tc = time_us(pc.args, nullptr);
+      pc.release();
+      const TileConfig c = fp8gemm::sm90::choose_config(s.M, s.N, s.K);
+      const double tflops = 2.0 * s.M * s.N * s.K / (tk * 1e-6) / 1e12;
+      std::printf("%2d %5lld %5lld %5lld %-9s %8.2f %7.0f %5.0f%% %8.2f %6.2fx %8.1f %7.2fx\n", idx, (long long)s.M,
+                  (long long)s.N, (long long)s.K, cfg_name(c).c_str(), tk, tflops, 100.0 * s.attainable_us / tk, tc,
+                  tc / tk, s.deepgemm_us, tk / s.deepgemm_us);
+      lg += std::log(tk);
+      lg_col += std::log(tc);
+      lg_dg += std::log(s.deepgemm_us);
+      ++idx;
+    }
+    std::printf("geomean: kmaj %.2f us, colmaj %.2f us, deepgemm %.2f us\n", std::exp(lg / 18), std::exp(lg_col / 18),
+                std::exp(lg_dg / 18));
+  }
+  return 0;
+}
+
+int run_one(int argc, char** argv) {
+  if (argc < 8) return 2;
+  const TileConfig c{std::atoi(argv[5]), std::atoi(argv[6]), std::atoi(argv[7])};
+  Problem p = make_problem(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), Layout::KMajor, 3);
+  std::printf("%s: %.2f us\n", cfg_name(c).c_str(), time_us(p.args, &c, 3));
+  p.release();
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "check";
+  CK(cudaMalloc(&g_workspace, g_workspace_size));
+  CK(cudaMalloc(&g_flush, kFlushBytes));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  if (mode == "check") return run_check() ? 1 : 0;
+  if (mode == "sweep") return run_sweep();
+  if (mode == "bench") return run_bench();
+  if (mode == "one") return run_one(argc, argv);
+  std::printf("usage: harness check|sweep|bench\n");
+  return 2;
+}

@@ -1,0 +1,39 @@
+#pragma once
+// The seam between the CUDA dispatch (gemm_dispatch.cu) and the Hopper fast path
+// (kernels/gemm/gemm_sm90/, compiled for sm_90a only).
+//
+// The Hopper sources include this header and DEFINE the two functions below in
+// namespace fp8gemm::sm90 (same signatures, nothing else needed: no define, no
+// registration). They are declared weak and hidden:
+//   - when no Hopper source is linked into the extension, their addresses are null and
+//     the dispatch takes the general path (gemm_general.cu);
+//   - when one is, the calls bind inside this shared library only, never to another
+//     loaded build of the kernel.
+//
+// Calling contract (what the dispatch guarantees before calling):
+//   - the current device is compute capability 9.0 and GEMM_FORCE_GENERAL is not set;
+//   - args has passed the binding's checks: M, N, K >= 1, scale shapes as in gemm_args.h,
+//     any strides (the fast path declines layouts it does not take);
+//   - workspace points to workspace_size >= workspace_bytes(args) bytes of device memory
+//     (nullptr when that is 0), usable on `stream` until the work queued there finishes.
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+#include "gemm_common/gemm_args.h"
+
+namespace fp8gemm::sm90 {
+
+// Device bytes of scratch try_gemm needs for args (0 when it needs none or would decline).
+__attribute__((weak, visibility("hidden"))) size_t workspace_bytes(const GemmArgs& args);
+
+// Queues the Hopper kernel for args on stream and sets *launched = true, or sets
+// *launched = false and returns kOk to decline (the dispatch then runs the general path).
+// Any other return value is an error message (static string); nothing aborts.
+__attribute__((weak, visibility("hidden"))) Status try_gemm(const GemmArgs& args,
+                                                            void* workspace,
+                                                            size_t workspace_size,
+                                                            cudaStream_t stream,
+                                                            bool* launched);
+
+}  // namespace fp8gemm::sm90

@@ -1,0 +1,76 @@
+#pragma once
+// Tile configurations as data: the candidates, a cost model that ranks them for any
+// shape, and the measured best for the ranked DeepSeek shapes (benchmarks/NOTES-sm90.md).
+#include <cstdint>
+
+#include "gemm_sm90/sm90_gemm.h"
+
+namespace fp8gemm::sm90 {
+
+constexpr TileConfig kCandidates[] = {
+    {128, 256, 1}, {128, 128, 1}, {64, 256, 1}, {128, 64, 1}, {64, 128, 1},
+    {128, 256, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
+    {128, 128, 3}, {64, 256, 3},  {128, 64, 3}, {64, 128, 3},
+    {128, 128, 4}, {64, 256, 4},  {128, 64, 4}, {64, 128, 4},
+};
+
+// The best configuration of the sweep of all candidates on the 18 ranked shapes (one H100
+// SXM; benchmarks/sm90_harness/sweep-2026-11-23-h100.csv, NOTES-sm90.md run 5). Used on GPUs
+// with that many SMs.
+constexpr int kTunedSms = 132;
+struct TunedShape {
+  int64_t M, N, K;
+  TileConfig config;
+};
+constexpr TunedShape kTuned[] = {
+    {1024, 1536, 7168, {64, 256, 1}},  {1024, 3072, 1536, {128, 256, 1}}, {1024, 576, 7168, {128, 128, 2}},
+    {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 256, 1}}, {1024, 4608, 7168, {128, 128, 1}},
+    {1024, 7168, 2304, {128, 256, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {128, 128, 1}},
+    {6144, 1536, 7168, {64, 256, 1}},  {6144, 3072, 1536, {128, 256, 1}}, {6144, 576, 7168, {128, 128, 1}},
+    {6144, 7168, 256, {128, 128, 1}},  {6144, 7168, 2048, {128, 256, 1}}, {6144, 4608, 7168, {128, 256, 1}},
+    {6144, 7168, 2304, {128, 256, 1}}, {6144, 512, 7168, {128, 256, 1}},  {6144, 4096, 512, {128, 256, 1}},
+};
+
+// Cost model for any other shape, microseconds. The kernel is limited by how fast one SM
+// takes in operand tiles (~56 GB/s per SM measured at full load), so a 128-deep K block of
+// a BM x BN tile costs (BM + BN) * 128 bytes at that rate, or its MMAs if they take longer;
+// every tile adds a fixed cost (pipeline fill, epilogue), split tiles a reduction.
+struct CostModel {
+  double flop_per_sm_us = 1.1e7;
+  double bytes_per_sm_us = 5.6e4;
+  double tile_overhead_us = 2.0;
+  double split_overhead_us = 4.0;
+};
+
+// `clusters[s]`: how many clusters of s CTAs the GPU runs at once (clusters[1] = SMs).
+inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
+                          const CostModel& cm = CostModel{}) {
+  const int64_t tiles = ((M + c.block_m - 1) / c.block_m) * ((N + c.block_n - 1) / c.block_n);
+  const int64_t kb = (K + 127) / 128;
+  const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
+  const int64_t waves = (tiles + slots - 1) / slots;
+  const int64_t kb_per_cta = (kb + c.split - 1) / c.split;
+  const double flop = 2.0 * c.block_m * c.block_n * 128;
+  const double bytes = double(c.block_m + c.block_n) * 128;
+  const double t_kb = flop / cm.flop_per_sm_us > bytes / cm.bytes_per_sm_us ? flop / cm.flop_per_sm_us
+                                                                            : bytes / cm.bytes_per_sm_us;
+  const double per_tile = kb_per_cta * t_kb + cm.tile_overhead_us + (c.split > 1 ? cm.split_overhead_us : 0.0);
+  return waves * per_tile;
+}
+
+inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1]) {
+  for (const TunedShape& t : kTuned)
+    if (clusters[1] == kTunedSms && t.M == M && t.N == N && t.K == K) return t.config;
+  TileConfig best = kCandidates[0];
+  double best_us = estimate_us(best, M, N, K, clusters);
+  for (const TileConfig& c : kCandidates) {
+    const double us = estimate_us(c, M, N, K, clusters);
+    if (us < best_us * 0.98) {  // prefer the earlier (larger, unsplit) candidate on near ties
+      best = c;
+      best_us = us;
+    }
+  }
+  return best;
+}
+
+}  // namespace fp8gemm::sm90

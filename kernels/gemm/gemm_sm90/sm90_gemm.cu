@@ -1,0 +1,303 @@
+// Host side of the Hopper path: operand preparation, TMA descriptors, configuration
+// choice and launch. See sm90_kernel.cuh for the kernel's design.
+#include "gemm_sm90/sm90_gemm.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include "gemm_sm90/sm90_config.h"
+#include "gemm_sm90/sm90_kernel.cuh"
+
+// Nothing here is part of the extension's interface: keep the symbols local to it, so that
+// two loaded builds of this kernel never bind to each other's copies.
+#pragma GCC visibility push(hidden)
+
+namespace fp8gemm::sm90 {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// ---- device facts, cached per device ----------------------------------------------------
+struct DeviceInfo {
+  bool is_sm90 = false;
+  int num_sms = 0;
+};
+
+const DeviceInfo* device_info(int device) {
+  static DeviceInfo infos[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  std::call_once(once[device], [device] {
+    int major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    infos[device].is_sm90 = major == 9 && minor == 0;
+    infos[device].num_sms = sms;
+  });
+  return &infos[device];
+}
+
+// ---- TMA descriptors ------------------------------------------------------------------
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encode_fn() {
+  static EncodeTiledFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return EncodeTiledFn(nullptr);
+    }
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+// A 2D row-major view: `cols` contiguous elements per row, rows `row_bytes` apart.
+bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64_t cols, int64_t rows,
+              int64_t row_bytes, uint32_t box_cols, uint32_t box_rows) {
+  EncodeTiledFn fn = encode_fn();
+  if (fn == nullptr) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return fn(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// ---- operands -------------------------------------------------------------------------
+// An FP8 operand of `rows` x K as TMA can read it: K-contiguous, 16-byte aligned rows.
+struct KMajor {
+  const uint8_t* ptr;
+  int64_t row_bytes;
+};
+
+bool tma_ready(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64_t K) {
+  if (s_k != 1 && K > 1) return false;
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
+  return rows == 1 || (s_row >= K && s_row % 16 == 0);
+}
+
+size_t copy_bytes(int64_t rows, int64_t K) { return size_t(round_up(rows * round_up(K, 16), 256)); }
+
+// The operand as TMA reads it: itself, or (job->tiles > 0) a K-major copy in `scratch`.
+KMajor plan_operand(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64_t K, uint8_t* scratch,
+                    CopyJob* job) {
+  *job = CopyJob{};
+  if (tma_ready(ptr, s_row, s_k, rows, K)) return {ptr, rows == 1 ? round_up(K, 16) : s_row};
+  const int64_t pitch = round_up(K, 16);
+  job->src = ptr;
+  job->s_row = s_row;
+  job->s_k = s_k;
+  job->rows = int(rows);
+  job->dst = scratch;
+  job->pitch = pitch;
+  job->tiles_rows = int((rows + kCopyRows - 1) / kCopyRows);
+  job->tiles = job->tiles_rows * int((K + kCopyK - 1) / kCopyK);
+  job->vec = s_row == 1 && reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && s_k % 16 == 0;
+  return {scratch, pitch};
+}
+
+// ---- launch ---------------------------------------------------------------------------
+// Per kernel instantiation and device, once: its shared-memory limit raised, and how many
+// clusters of each split size run at once.
+struct KernelSetup {
+  bool ok = false;
+  int clusters[kMaxSplit + 1] = {};
+};
+
+template <int BM, int BN>
+const KernelSetup& kernel_setup(int device, int num_sms) {
+  using T = TileShape<BM, BN>;
+  static KernelSetup setups[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  std::call_once(once[device], [device, num_sms] {
+    auto kernel = fp8_gemm_sm90_kernel<BM, BN>;
+    KernelSetup& s = setups[device];
+    s.ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes) == cudaSuccess;
+    for (int split = 1; split <= kMaxSplit; ++split) {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = split;
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      cfg.gridDim = dim3(unsigned(num_sms / split * split));  // the answer is capped by the grid
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = T::kSmemBytes;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) n = num_sms / split;
+      s.clusters[split] = n;
+    }
+    cudaGetLastError();
+  });
+  return setups[device];
+}
+
+template <int BM, int BN>
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, const KernelParams& p,
+              int device, int num_sms, cudaStream_t stream) {
+  using T = TileShape<BM, BN>;
+  const KernelSetup& setup = kernel_setup<BM, BN>(device, num_sms);
+  if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
+
+  const int cluster_size = p.split;
+  const int clusters = std::max(1, std::min(p.num_tiles, setup.clusters[cluster_size]));
+
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster_size;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.gridDim = dim3(unsigned(clusters * cluster_size));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = cluster_size > 1 ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, p) != cudaSuccess) {
+    cudaGetLastError();
+    return "gemm_sm90: kernel launch failed";
+  }
+  return kOk;
+}
+
+bool valid_config(const TileConfig& c) {
+  const bool tile = (c.block_m == 128 && (c.block_n == 256 || c.block_n == 128 || c.block_n == 64)) ||
+                    (c.block_m == 64 && (c.block_n == 128 || c.block_n == 256));
+  return tile && c.split >= 1 && c.split <= kMaxSplit;
+}
+
+}  // namespace
+
+size_t workspace_bytes(const GemmArgs& g) {
+  if (g.format != Fp8Format::E4M3FN || g.K == 0) return 0;  // declined
+  size_t bytes = 0;
+  if (!tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K)) bytes += copy_bytes(g.M, g.K);
+  if (!tma_ready(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K)) bytes += copy_bytes(g.N, g.K);
+  return bytes;
+}
+
+TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
+  int device = 0;
+  const DeviceInfo* info = cudaGetDevice(&device) == cudaSuccess ? device_info(device) : nullptr;
+  if (info == nullptr || info->num_sms == 0) {
+    cudaGetLastError();
+    return kCandidates[0];
+  }
+  // every configuration fills an SM's shared memory: one kernel's cluster capacity serves all
+  return pick_config(M, N, K, kernel_setup<128, 128>(device, info->num_sms).clusters);
+}
+
+Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t workspace_size,
+           cudaStream_t stream) {
+  if (!valid_config(config)) return "gemm_sm90: invalid tile configuration";
+  if (workspace_size < workspace_bytes(g) || (workspace_bytes(g) > 0 && workspace == nullptr))
+    return "gemm_sm90: workspace smaller than workspace_bytes()";
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return "gemm_sm90: no current CUDA device";
+  }
+  const DeviceInfo* info = device_info(device);
+  if (info == nullptr || !info->is_sm90) return "gemm_sm90: the current device is not sm_90";
+
+  uint8_t* scratch = static_cast<uint8_t*>(workspace);
+  CopyJob copy_a, copy_b;
+  const KMajor a = plan_operand(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K, scratch, &copy_a);
+  if (copy_a.tiles > 0) scratch += copy_bytes(g.M, g.K);
+  const KMajor b = plan_operand(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K, scratch, &copy_b);
+  if (copy_a.tiles + copy_b.tiles > 0) {
+    const CopyJobs jobs{{copy_a.tiles > 0 ? copy_a : copy_b, copy_a.tiles > 0 ? copy_b : copy_a}};
+    to_k_major_kernel<<<unsigned(copy_a.tiles + copy_b.tiles), kCopyThreads, 0, stream>>>(jobs, int(g.K));
+    if (cudaGetLastError() != cudaSuccess) return "gemm_sm90: operand copy launch failed";
+  }
+
+  const int BM = config.block_m, BN = config.block_n;
+  KernelParams p{};
+  p.M = int(g.M);
+  p.N = int(g.N);
+  p.K = int(g.K);
+  p.num_kb = int(g.k_blocks());
+  p.tiles_m = int((g.M + BM - 1) / BM);
+  p.tiles_n = int((g.N + BN - 1) / BN);
+  p.num_tiles = p.tiles_m * p.tiles_n;
+  p.split = config.split;
+  p.group_m = std::min(p.tiles_m, 8);
+  p.a_scale = g.a_scale;
+  p.sa_kb = g.a_scale_stride_kb;
+  p.sa_m = g.a_scale_stride_m;
+  p.b_scale = g.b_scale;
+  p.sb_kb = g.b_scale_stride_kb;
+  p.sb_nb = g.b_scale_stride_nb;
+  p.n_blocks = int(g.n_blocks());
+  p.out = g.out;
+  p.out_sm = g.out_stride_m;
+  p.out_sn = g.out_stride_n;
+  const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);
+  const bool out_rows = g.out_stride_n == 1 || g.N == 1;
+  p.tma_store = config.split == 1 && out_rows && out_addr % 16 == 0 && (g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N));
+  // Stagger the K loops when both operands sit in L2 together (re-reads stay cheap).
+  constexpr int64_t kStaggerMaxBytes = int64_t(24) << 20;
+  p.k_stagger = (g.M + g.N) * g.K <= kStaggerMaxBytes;
+  if (const char* e = std::getenv("SM90_STAGGER")) p.k_stagger = std::atoi(e);  // EXPERIMENT
+  p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
+
+  CUtensorMap map_a{}, map_b{}, map_c{};
+  if (!make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes, kBlockK, BM) ||
+      !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
+    return "gemm_sm90: cannot encode the operands' TMA descriptors";
+  if (p.tma_store && !make_map(&map_c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g.out, g.N, g.M,
+                               g.M == 1 ? round_up(g.N * 2, 16) : g.out_stride_m * 2, 64, 64))
+    p.tma_store = 0;
+
+  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, map_c, p, device, info->num_sms, stream);
+  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, map_c, p, device, info->num_sms, stream);
+  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, map_c, p, device, info->num_sms, stream);
+  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, map_c, p, device, info->num_sms, stream);
+  return launch<64, 256>(map_a, map_b, map_c, p, device, info->num_sms, stream);
+}
+
+Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {
+  *handled = false;
+  if (g.format != Fp8Format::E4M3FN || g.K == 0) return kOk;  // the general path takes these
+  constexpr int64_t kMaxDim = int64_t(1) << 30;
+  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim) return kOk;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return kOk;
+  }
+  const DeviceInfo* info = device_info(device);
+  if (info == nullptr || !info->is_sm90) return kOk;
+  constexpr int64_t kMaxCopyTiles = int64_t(1) << 30;  // the operand copy's grid size
+  if (workspace_bytes(g) > 0 &&
+      ((g.M + kCopyRows - 1) / kCopyRows + (g.N + kCopyRows - 1) / kCopyRows) * ((g.K + kCopyK - 1) / kCopyK) >=
+          kMaxCopyTiles)
+    return kOk;
+  *handled = true;
+  if (g.M == 0 || g.N == 0) return kOk;
+  return run(g, choose_config(g.M, g.N, g.K), workspace, workspace_size, stream);
+}
+
+}  // namespace fp8gemm::sm90
+
+#pragma GCC visibility pop

@@ -1,0 +1,461 @@
+#pragma once
+// The Hopper FP8 block-scaled GEMM kernel (sm_90a).
+//
+//   out[m, n] = sum_k a[m, k] * sa[k/128, m] * b[n, k] * sb[k/128, n/128]   (bf16 out)
+//
+// Both operands arrive K-major (the launcher makes K-major copies when they are not).
+// One CTA = 3 warpgroups: warpgroup 0 produces (one thread issues TMA loads of a BMx128 A
+// tile and a BNx128 B tile per stage into 128-byte-swizzled shared memory), warpgroups
+// 1 and 2 consume with wgmma (e4m3 x e4m3 -> f32). Each 128-deep K block is accumulated
+// into a scratch accumulator that is then promoted into the tile accumulator with the
+// block's scales (sa per row, sb per 128 columns) in fp32: this is where the block scaling
+// happens, and it also bounds the error of the tensor cores' inexact FP8 accumulation.
+//
+// Work distribution: tiles in a grouped raster, walked persistently by the grid. With
+// split > 1 the CTAs of a cluster (cluster dims split x 1 x 1) share one tile and take
+// consecutive K ranges; their fp32 partial tiles meet in distributed shared memory and
+// each CTA reduces and stores 1/split of the tile's rows (no workspace, deterministic).
+#include <cuda_bf16.h>
+
+#include "sm90_ptx.cuh"
+#include "wgmma_fp8.cuh"
+
+namespace fp8gemm::sm90 {
+
+constexpr int kBlockK = 128;  // K depth of a stage = the scale block
+constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
+constexpr int kConsumerWarps = 8;
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+constexpr int kSmemLimit = 227 * 1024;
+
+struct KernelParams {
+  int M, N, K;
+  int num_kb;                 // ceil(K / 128)
+  int tiles_m, tiles_n, num_tiles;
+  int split;                  // CTAs per cluster sharing a tile along K
+  int group_m;                // raster: group_m M-tiles walk the N tiles together
+  const float* a_scale;
+  int64_t sa_kb, sa_m;
+  const float* b_scale;
+  int64_t sb_kb, sb_nb;
+  int n_blocks;               // ceil(N / 128)
+  uint16_t* out;
+  int64_t out_sm, out_sn;
+  int tma_store;              // out is row-major with 16-byte rows: stage in smem, TMA store
+  int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
+  int k_stagger;              // start each tile's K loop at a tile-dependent block (below)
+};
+
+template <int BM, int BN>
+struct TileShape {
+  static_assert(BM == 64 || BM == 128, "BM");
+  static constexpr int kWgM = BM / 64;         // consumer warpgroups along M
+  static constexpr int kWgN = 2 / kWgM;        // consumer warpgroups along N
+  static constexpr int kWN = BN / kWgN;        // columns per consumer warpgroup
+  static_assert(kWN == 64 || kWN == 128 || kWN == 256, "warpgroup tile width");
+  // A warpgroup's columns are done in chunks of at most 128 (one wgmma width, one B scale):
+  // each chunk's MMAs are promoted before the next chunk's, so only one chunk-sized
+  // scratch accumulator is live next to the full tile accumulator.
+  static constexpr int kChunkN = kWN < 128 ? kWN : 128;
+  static constexpr int kChunks = kWN / kChunkN;
+  static constexpr int kStageBytes = (BM + BN) * kBlockK;
+  static constexpr int kOutBytes = 2 * 64 * kChunkN * 2;  // bf16 staging, one chunk per warpgroup
+  static constexpr int kBarrierBytes = 256;
+  static constexpr int kStagesFit = (kSmemLimit - 1024 - kOutBytes - kBarrierBytes) / kStageBytes;
+  static constexpr int kStages = kStagesFit < 8 ? kStagesFit : 8;
+  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes;
+  static constexpr int kRedStride = BN + 4;  // fp32 partial-tile row stride (split-K)
+  static_assert(BM * kRedStride * 4 <= kStages * kStageBytes + kOutBytes, "split-K buffer");
+  static_assert(kStages >= 2, "stages");
+};
+
+__device__ __forceinline__ void tile_coords(const KernelParams& p, int t, int& mb, int& nb) {
+  const int per_group = p.group_m * p.tiles_n;
+  const int g = t / per_group;
+  const int first = g * p.group_m;
+  const int rows = min(p.tiles_m - first, p.group_m);
+  const int r = t - g * per_group;
+  mb = first + r % rows;
+  nb = r / rows;
+}
+
+// acc[4j + {0,1}] += pt[4j + {0,1}] * s0 and acc[4j + {2,3}] += pt[4j + {2,3}] * s1 (the two
+// fragment rows). Inline PTX, ordered after the preceding wgmma wait: the compiler must not
+// read wgmma results before it.
+template <int N>
+__device__ __forceinline__ void promote_regs(float (&acc)[N], const float (&pt)[N], float s0, float s1) {
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j)
+    asm volatile(
+        "fma.rn.f32 %0, %4, %8, %0;\n"
+        "fma.rn.f32 %1, %5, %8, %1;\n"
+        "fma.rn.f32 %2, %6, %9, %2;\n"
+        "fma.rn.f32 %3, %7, %9, %3;"
+        : "+f"(acc[4 * j]), "+f"(acc[4 * j + 1]), "+f"(acc[4 * j + 2]), "+f"(acc[4 * j + 3])
+        : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(s0), "f"(s1));
+}
+
+// The K block of step i of a tile's loop over [kb_begin, kb_end). With k_stagger the loop
+// starts at a block that depends on the tile and wraps around, so that the CTAs running at
+// once read different K blocks: in lockstep they all hit the few L2 lines of one block.
+__device__ __forceinline__ int kblock_at(const KernelParams& p, int mb, int nb, int kb_begin, int kb_end, int i) {
+  const int len = kb_end - kb_begin;
+  if (!p.k_stagger || len <= 1) return kb_begin + i;
+  const int rot = ((mb + nb) % 8) * len / 8;
+  const int j = i + rot;
+  return kb_begin + (j >= len ? j - len : j);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint16_t to_bf16(float x) {
+  __nv_bfloat16 v = __float2bfloat16_rn(x);
+  return *reinterpret_cast<uint16_t*>(&v);
+}
+
+// ---------------- consumers ----------------
+template <int BM, int BN>
+__device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
+                                         uint64_t* full, uint64_t* empty, int unit, int unit_stride, int rank,
+                                         int kb_begin, int kb_end) {
+  using T = TileShape<BM, BN>;
+  constexpr int kWN = T::kWN;
+  constexpr int kStages = T::kStages;
+  uint8_t* smem_a = smem;
+  uint8_t* smem_b = smem_a + kStages * BM * kBlockK;
+  uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
+  const int wg = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32;
+  const int lane = threadIdx.x % 32;
+
+  regs_increase<kConsumerRegs>();
+  const int ci = wg - 1;
+  const int wg_m = T::kWgM == 2 ? ci : 0;
+  const int wg_n = T::kWgM == 2 ? 0 : ci;
+  constexpr int kChunkN = T::kChunkN, kChunks = T::kChunks;
+  float acc[kWN / 2];
+
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int t = unit; t < p.num_tiles; t += unit_stride) {
+    int mb, nb;
+    tile_coords(p, t, mb, nb);
+    const int m0 = mb * BM, n0 = nb * BN;
+    const int row0 = m0 + wg_m * 64 + warp * 16 + lane / 4;
+    const int row1 = row0 + 8;
+    const int sb_col = (n0 + wg_n * kWN) / 128;
+    const float* sa0_ptr = p.a_scale + int64_t(min(row0, p.M - 1)) * p.sa_m;
+    const float* sa1_ptr = p.a_scale + int64_t(min(row1, p.M - 1)) * p.sa_m;
+    const float* sb_ptr = p.b_scale;
+
+    float part[kChunkN / 2];  // scratch accumulator of one chunk
+#pragma unroll
+    for (int i = 0; i < kWN / 2; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kChunkN / 2; ++i) part[i] = 0.f;
+
+    // Scales of block kb: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk}.
+    auto load_scales = [&](int kb, float(&sc)[2 + kChunks]) {
+      if (kb >= kb_end) return;
+      kb = kblock_at(p, mb, nb, kb_begin, kb_end, kb - kb_begin);
+      sc[0] = __ldg(sa0_ptr + int64_t(kb) * p.sa_kb);
+      sc[1] = __ldg(sa1_ptr + int64_t(kb) * p.sa_kb);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        sc[2 + c] = __ldg(sb_ptr + int64_t(min(sb_col + c, p.n_blocks - 1)) * p.sb_nb + int64_t(kb) * p.sb_kb);
+    };
+    // Issues the MMAs of one column chunk of the current stage into `pt`.
+    auto issue = [&](float(&pt)[kChunkN / 2], int c) {
+      const uint64_t da = smem_desc_k128_sw128(smem_a + stage * BM * kBlockK + wg_m * 64 * kBlockK);
+      const uint64_t db =
+          smem_desc_k128_sw128(smem_b + stage * BN * kBlockK + (wg_n * kWN + c * kChunkN) * kBlockK);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 32; ++kk) wgmma_fp8<kChunkN>(pt, da + 2 * kk, db + 2 * kk, kk);
+      wgmma_commit();
+    };
+    auto next_stage = [&] {
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    };
+    auto chunk_acc = [&](int c) -> float(&)[kChunkN / 2] {
+      return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
+    };
+    float sc0[2 + kChunks], sc1[2 + kChunks];
+
+    // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. A second
+    // scratch accumulator to overlap MMAs with promotion does not help: ptxas then waits
+    // for every wgmma in flight before the promotion reads one (seen with nvcc 13.0).
+    // Scales are loaded two blocks ahead (two register sets, loop unrolled by 2).
+    auto step = [&](const float(&sc)[2 + kChunks]) {
+      mbar_wait(&full[stage], phase);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        issue(part, c);
+        wgmma_wait<0>();
+        if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
+        promote_regs(chunk_acc(c), part, sc[0] * sc[2 + c], sc[1] * sc[2 + c]);
+      }
+      next_stage();
+    };
+    load_scales(kb_begin, sc0);
+    load_scales(kb_begin + 1, sc1);
+    for (int kb = kb_begin; kb < kb_end; kb += 2) {
+      step(sc0);
+      load_scales(kb + 2, sc0);
+      if (kb + 1 >= kb_end) break;
+      step(sc1);
+      load_scales(kb + 3, sc1);
+    }
+
+    // Fragment position of acc[4j + 2h + e]: row warp*16 + lane/4 + 8h, col 8j + 2(lane%4) + e.
+    const int frag_row = warp * 16 + lane / 4;
+    const int frag_col = 2 * (lane % 4);
+
+    if (p.split > 1) {
+      // ---- split-K: partial tiles meet in distributed shared memory ----
+      named_barrier(1, 256);  // both consumer warpgroups are done with the stage buffers
+      float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+      for (int j = 0; j < kWN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wg_m * 64 + frag_row + 8 * h;
+          const int c = wg_n * kWN + 8 * j + frag_col;
+          *reinterpret_cast<float2*>(&red[r * T::kRedStride + c]) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
+      cluster_sync_all();
+      // This CTA reduces float4 columns [lo, hi) of the tile (row-major order), 1/split of
+      // it; all loads from one peer are issued before any is summed.
+      constexpr int kItems = BM * BN / 4;
+      constexpr int kMaxIters = (kItems / 2 + 255) / 256;  // split >= 2
+      const int lo = rank * kItems / p.split, hi = (rank + 1) * kItems / p.split;
+      const int ct = threadIdx.x - 128;
+      float4 sum[kMaxIters];
+#pragma unroll
+      for (int i = 0; i < kMaxIters; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int q = 0; q < p.split; ++q) {  // fixed order: the result is deterministic
+        const float* peer = dsmem_ptr(red, q);
+#pragma unroll
+        for (int i = 0; i < kMaxIters; ++i) {
+          const int f = lo + ct + i * 256;
+          if (f >= hi) break;
+          const int r = f / (BN / 4), c = (f % (BN / 4)) * 4;
+          const float4 v = *reinterpret_cast<const float4*>(peer + r * T::kRedStride + c);
+          sum[i].x += v.x;
+          sum[i].y += v.y;
+          sum[i].z += v.z;
+          sum[i].w += v.w;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kMaxIters; ++i) {
+        const int f = lo + ct + i * 256;
+        if (f >= hi) break;
+        const int r = f / (BN / 4), c = (f % (BN / 4)) * 4;
+        const int gr = m0 + r, gc = n0 + c;
+        if (gr >= p.M) continue;
+        const float4 s = sum[i];
+        uint16_t* o = p.out + int64_t(gr) * p.out_sm;
+        if (p.out_vec4 && gc + 3 < p.N) {
+          *reinterpret_cast<uint2*>(o + gc) = make_uint2(pack_bf16(s.x, s.y), pack_bf16(s.z, s.w));
+        } else {
+          const float e[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+          for (int k = 0; k < 4; ++k)
+            if (gc + k < p.N) o[int64_t(gc + k) * p.out_sn] = to_bf16(e[k]);
+        }
+      }
+      cluster_sync_all();  // no CTA reuses its buffer (or leaves) while others read it
+    } else if (p.tma_store) {
+      // ---- per chunk: bf16 into 128-byte-swizzled smem boxes of 64x64, TMA store ----
+      uint8_t* cbuf = smem_c + ci * 64 * kChunkN * 2;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        if (tid == 0) tma_store_wait_read();  // the previous store has left cbuf
+        named_barrier(2 + ci, 128);
+#pragma unroll
+        for (int j = 0; j < kChunkN / 8; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = frag_row + 8 * h;
+            const int chunk16 = (j % 8) ^ (r % 8);
+            uint8_t* dst = cbuf + (j / 8) * 8192 + r * 128 + chunk16 * 16 + (lane % 4) * 4;
+            const float* a = acc + c * (kChunkN / 2) + 4 * j + 2 * h;
+            *reinterpret_cast<uint32_t*>(dst) = pack_bf16(a[0], a[1]);
+          }
+        fence_proxy_async_smem();
+        named_barrier(2 + ci, 128);
+        if (tid == 0) {
+#pragma unroll
+          for (int box = 0; box < kChunkN / 64; ++box)
+            tma_store_2d(&map_c, cbuf + box * 8192, n0 + wg_n * kWN + c * kChunkN + box * 64, m0 + wg_m * 64);
+          tma_store_commit();
+        }
+      }
+    } else {
+      // ---- any other output layout: element stores ----
+#pragma unroll
+      for (int j = 0; j < kWN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int gr = m0 + wg_m * 64 + frag_row + 8 * h;
+          const int gc = n0 + wg_n * kWN + 8 * j + frag_col;
+          if (gr >= p.M) continue;
+          uint16_t* o = p.out + int64_t(gr) * p.out_sm;
+          if (gc < p.N) o[int64_t(gc) * p.out_sn] = to_bf16(acc[4 * j + 2 * h]);
+          if (gc + 1 < p.N) o[int64_t(gc + 1) * p.out_sn] = to_bf16(acc[4 * j + 2 * h + 1]);
+        }
+    }
+  }
+  if (p.tma_store && tid == 0) tma_store_wait_all();
+}
+
+template <int BM, int BN>
+__global__ void __launch_bounds__(kThreads, 1)
+    fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                         const __grid_constant__ CUtensorMap map_c, const KernelParams p) {
+  using T = TileShape<BM, BN>;
+  constexpr int kStages = T::kStages;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem_a = smem;
+  uint8_t* smem_b = smem_a + kStages * BM * kBlockK;
+  uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem_c + T::kOutBytes);
+  uint64_t* empty = full + kStages;
+
+  const int wg = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32;
+  const int lane = threadIdx.x % 32;
+
+  int unit = blockIdx.x, unit_stride = gridDim.x, rank = 0;
+  if (p.split > 1) {
+    unit = cluster_id_x();
+    unit_stride = cluster_count_x();
+    rank = cluster_rank();
+  }
+  const int kb_begin = rank * p.num_kb / p.split;
+  const int kb_end = (rank + 1) * p.num_kb / p.split;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumerWarps);
+    }
+    mbar_fence_init();
+    tma_prefetch_desc(&map_a);
+    tma_prefetch_desc(&map_b);
+    if (p.tma_store) tma_prefetch_desc(&map_c);
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    regs_decrease<kProducerRegs>();
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = unit; t < p.num_tiles; t += unit_stride) {
+      if (warp == 0 && lane == 0) {
+        int mb, nb;
+        tile_coords(p, t, mb, nb);
+        for (int i = kb_begin; i < kb_end; ++i) {
+          const int kb = kblock_at(p, mb, nb, kb_begin, kb_end, i - kb_begin);
+          mbar_wait(&empty[stage], phase ^ 1);
+          mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
+          tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, mb * BM);
+          tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, nb * BN);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+      if (p.split > 1) {  // the consumers' two cluster barriers of this tile
+        cluster_sync_all();
+        cluster_sync_all();
+      }
+    }
+  } else {
+    consumer<BM, BN>(map_c, p, smem, full, empty, unit, unit_stride, rank, kb_begin, kb_end);
+  }
+}
+
+// ---- K-major copies of operands that TMA cannot read as they are ------------------------
+// One operand to copy: `rows` x K bytes with any strides, into a K-contiguous buffer whose
+// rows are `pitch` bytes apart (a multiple of 16).
+struct CopyJob {
+  const uint8_t* src;
+  int64_t s_row, s_k;
+  int rows;
+  uint8_t* dst;
+  int64_t pitch;
+  int tiles_rows;  // ceil(rows / kCopyRows)
+  int tiles;       // tiles_rows * ceil(K / kCopyK)
+  int vec;         // rows contiguous, 16-byte aligned columns: 16-byte loads
+};
+struct CopyJobs {
+  CopyJob job[2];  // job[1] may be empty (tiles == 0)
+};
+constexpr int kCopyRows = 128, kCopyK = 128, kCopyThreads = 256;
+
+// Copies both operands in one launch (the first job's tiles, then the second's), through
+// shared memory in 128-row x 128-byte tiles: 16-byte loads along the rows when they are
+// contiguous, 16-byte stores along K (whole 128-byte lines). In shared memory the 4-byte
+// words of a tile row are XOR-swizzled by (row / 16) so that the threads writing one
+// column hit different banks.
+__global__ void __launch_bounds__(kCopyThreads) to_k_major_kernel(const __grid_constant__ CopyJobs jobs, int K) {
+  constexpr int kRowBytes = kCopyK + 16;
+  __shared__ __align__(16) uint8_t tile[kCopyRows * kRowBytes];
+  auto at = [&](int r, int k) -> uint8_t& { return tile[r * kRowBytes + (k ^ (4 * (r / 16)))]; };
+  const int second = int(blockIdx.x) >= jobs.job[0].tiles;
+  const CopyJob& j = jobs.job[second];
+  const int t = int(blockIdx.x) - (second ? jobs.job[0].tiles : 0);
+  const int r0 = (t % j.tiles_rows) * kCopyRows, k0 = (t / j.tiles_rows) * kCopyK;
+  if (j.vec) {
+#pragma unroll
+    for (int i = 0; i < kCopyRows * kCopyK / 16 / kCopyThreads; ++i) {
+      const int idx = threadIdx.x + i * kCopyThreads;
+      const int k = idx / (kCopyRows / 16), c = (idx % (kCopyRows / 16)) * 16;  // 16 rows of one column
+      uint8_t v[16];
+      if (k0 + k < K && r0 + c + 16 <= j.rows) {
+        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(j.src + int64_t(k0 + k) * j.s_k + r0 + c);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+          v[e] = (k0 + k < K && r0 + c + e < j.rows) ? j.src[int64_t(k0 + k) * j.s_k + r0 + c + e] : 0;
+      }
+#pragma unroll
+      for (int e = 0; e < 16; ++e) at(c + e, k) = v[e];
+    }
+  } else {
+    const bool k_inner = j.s_k == 1;  // walk the source along its contiguous dimension
+    for (int idx = threadIdx.x; idx < kCopyRows * kCopyK; idx += kCopyThreads) {
+      const int r = k_inner ? idx / kCopyK : idx % kCopyRows;
+      const int k = k_inner ? idx % kCopyK : idx / kCopyRows;
+      at(r, k) = (r0 + r < j.rows && k0 + k < K) ? j.src[int64_t(r0 + r) * j.s_row + int64_t(k0 + k) * j.s_k] : 0;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kCopyRows * kCopyK / 16 / kCopyThreads; ++i) {
+    const int idx = threadIdx.x + i * kCopyThreads;
+    const int r = idx / (kCopyK / 16), c = (idx % (kCopyK / 16)) * 16;  // 16 columns of one row
+    if (r0 + r >= j.rows || k0 + c >= j.pitch) continue;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = *reinterpret_cast<const uint32_t*>(&at(r, c + 4 * q));
+    *reinterpret_cast<uint4*>(j.dst + int64_t(r0 + r) * j.pitch + k0 + c) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+}  // namespace fp8gemm::sm90

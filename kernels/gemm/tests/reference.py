@@ -1,0 +1,190 @@
+"""Float64 reference, pass criterion, shapes and input generation for the FP8 GEMM.
+
+Shared by the tests and the benchmarks (which import it via sys.path). The shapes, the
+criterion and the floor model follow shared/reference/fp8-gemm-h100-peers.md.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+SCALE_BLOCK = 128
+
+# (M, N, K): DeepSeek-V3/R1 linear layers at TP=8, ranked in the peers' table.
+RANKED_SHAPES = [
+    (1024, 1536, 7168),
+    (1024, 3072, 1536),
+    (1024, 576, 7168),
+    (1024, 7168, 256),
+    (1024, 7168, 2048),
+    (1024, 4608, 7168),
+    (1024, 7168, 2304),
+    (1024, 512, 7168),
+    (1024, 4096, 512),
+    (6144, 1536, 7168),
+    (6144, 3072, 1536),
+    (6144, 576, 7168),
+    (6144, 7168, 256),
+    (6144, 7168, 2048),
+    (6144, 4608, 7168),
+    (6144, 7168, 2304),
+    (6144, 512, 7168),
+    (6144, 4096, 512),
+]
+CORRECTNESS_SHAPES = [
+    (64, 64, 128),
+    (64, 1536, 7168),
+    (64, 3072, 1536),
+    (64, 576, 7168),
+    (96, 7168, 256),
+    (96, 7168, 2048),
+    (96, 4608, 7168),
+    (128, 7168, 2304),
+    (128, 512, 7168),
+    (512, 4096, 512),
+    (512, 1536, 7168),
+]
+# Shapes at the edges: single rows/columns, K and N off the 128 grid.
+ODD_SHAPES = [
+    (1, 1, 1),
+    (1, 128, 128),
+    (3, 1, 300),
+    (7, 5, 1),
+    (17, 130, 129),
+    (130, 7, 255),
+    (65, 257, 384),
+    (1, 300, 1000),
+]
+
+# Pass criterion of the reference page.
+MAX_RELATIVE_FROBENIUS = 2.5e-3
+ELEMENT_ATOL_OF_STD = 1e-2
+ELEMENT_RTOL = 2e-2
+
+# H100 SXM rates measured for the peers' table (attainable floor).
+ATTAINABLE_TFLOPS = 1450.0
+ATTAINABLE_TBPS = 3.0
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def reference_gemm(a, b, a_scale, b_scale) -> torch.Tensor:
+    """``sum_k a[m,k] a_scale[k//128,m] b[k,n] b_scale[k//128,n//128]`` in float64.
+
+    Takes the operands of ``gemm`` (a (M,K), b (K,N), a_scale (kb,M), b_scale (kb,nb)).
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    k_block = torch.arange(K, device=a.device) // SCALE_BLOCK
+    n_block = torch.arange(N, device=a.device) // SCALE_BLOCK
+    a64 = a.to(torch.float64) * a_scale.to(torch.float64).t()[:, k_block]
+    b64 = b.to(torch.float64) * b_scale.to(torch.float64)[k_block][:, n_block]
+    return a64 @ b64
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    relative_frobenius: float
+    violations: int
+    nonfinite: int
+
+    def __str__(self) -> str:
+        return (
+            f"relative Frobenius error {self.relative_frobenius:.3e} "
+            f"(max {MAX_RELATIVE_FROBENIUS}), {self.violations} elementwise violations, "
+            f"{self.nonfinite} NaN/inf"
+        )
+
+
+def judge(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
+    """The page's criterion: all finite; relative Frobenius error <= 2.5e-3; and
+    ``|out - ref| <= 1e-2 * std(ref) + 2e-2 * |ref|`` for every element."""
+    got = out.to(torch.float64)
+    nonfinite = int((~torch.isfinite(got)).sum())
+    if ref.numel() == 0:
+        return Verdict(nonfinite == 0, 0.0, 0, nonfinite)
+    diff = (got - ref).abs()
+    ref_norm = ref.norm().item()
+    rel = (got - ref).norm().item() / ref_norm if ref_norm > 0 else (got - ref).norm().item()
+    std = ref.std().item() if ref.numel() > 1 else 0.0
+    violations = int((diff > ELEMENT_ATOL_OF_STD * std + ELEMENT_RTOL * ref.abs()).sum())
+    ok = nonfinite == 0 and rel <= MAX_RELATIVE_FROBENIUS and violations == 0
+    return Verdict(ok, rel, violations, nonfinite)
+
+
+def random_fp8(rows: int, cols: int, dtype, device, generator, contiguous_rows: bool = True):
+    """(rows, cols) FP8 from randn; row-major, or column-major when contiguous_rows=False."""
+    shape = (rows, cols) if contiguous_rows else (cols, rows)
+    x = torch.randn(shape, generator=generator, device=device).to(dtype)
+    return x if contiguous_rows else x.t()
+
+
+def random_scales(rows: int, cols: int, device, generator, row_major: bool = True):
+    """(rows, cols) float32 scales from randn (negative ones included), in either layout."""
+    shape = (rows, cols) if row_major else (cols, rows)
+    s = torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+    return s if row_major else s.t()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Storage order of each gemm operand: True = row-major (last dim contiguous)."""
+
+    a_row: bool = True  # a (M, K): K-contiguous
+    b_row: bool = True  # b (K, N): N-contiguous
+    a_scale_row: bool = True  # (kb, M): M-contiguous
+    b_scale_row: bool = True
+    out_row: bool = True
+
+    @property
+    def name(self) -> str:
+        return "-".join(
+            f"{n}{'R' if r else 'C'}"
+            for n, r in zip(
+                ("a", "b", "sa", "sb", "out"),
+                (self.a_row, self.b_row, self.a_scale_row, self.b_scale_row, self.out_row),
+                strict=True,
+            )
+        )
+
+
+def make_gemm_inputs(M, N, K, dtype, device, generator, layout: Layout | None = None):
+    """Fresh random operands of ``gemm`` in the given layout, and a NaN-poisoned out."""
+    layout = layout or Layout()
+    kb, nb = ceil_div(K, SCALE_BLOCK), ceil_div(N, SCALE_BLOCK)
+    a = random_fp8(M, K, dtype, device, generator, layout.a_row)
+    b = random_fp8(K, N, dtype, device, generator, layout.b_row)
+    a_scale = random_scales(kb, M, device, generator, layout.a_scale_row)
+    b_scale = random_scales(kb, nb, device, generator, layout.b_scale_row)
+    out = poisoned_out(M, N, device, layout.out_row)
+    return a, b, a_scale, b_scale, out
+
+
+def poisoned_out(M, N, device, row_major: bool = True) -> torch.Tensor:
+    shape = (M, N) if row_major else (N, M)
+    out = torch.full(shape, float("nan"), dtype=torch.bfloat16, device=device)
+    return out if row_major else out.t()
+
+
+def flop(M: int, N: int, K: int) -> float:
+    return 2.0 * M * N * K
+
+
+def min_bytes(M: int, N: int, K: int) -> float:
+    """Each input read once, the output written once (the page's byte count)."""
+    kb, nb = ceil_div(K, SCALE_BLOCK), ceil_div(N, SCALE_BLOCK)
+    return M * K + N * K + 4 * M * kb + 4 * nb * kb + 2 * M * N
+
+
+def attainable_floor_us(M: int, N: int, K: int) -> float:
+    """max(FLOP / 1450 TFLOP/s, bytes / 3.0 TB/s) in microseconds (H100 SXM)."""
+    return (
+        max(
+            flop(M, N, K) / (ATTAINABLE_TFLOPS * 1e12),
+            min_bytes(M, N, K) / (ATTAINABLE_TBPS * 1e12),
+        )
+        * 1e6
+    )

@@ -1,0 +1,109 @@
+"""Every check of the binding raises a clear error (and nothing crashes)."""
+
+import pytest
+import torch
+from reference import make_gemm_inputs
+
+pytestmark = pytest.mark.kernels_ci
+
+M, N, K = 8, 130, 200
+
+
+@pytest.fixture
+def args(device, fp8_dtype, rng):
+    """Valid (a, b, a_scale, b_scale, out); each test breaks one of them."""
+    return list(make_gemm_inputs(M, N, K, fp8_dtype, device, rng))
+
+
+def call(kernel, a, b, a_scale, b_scale, out):
+    kernel.gemm(a, b, a_scale, b_scale, out)
+
+
+def test_valid_args_pass(kernel, args):
+    call(kernel, *args)
+
+
+@pytest.mark.parametrize(
+    "index, replace, message",
+    [
+        (0, lambda t: t.reshape(-1), r"a must be 2-D \(M, K\)"),
+        (1, lambda t: t.unsqueeze(0), r"b must be 2-D \(K, N\)"),
+        (0, lambda t: t.to(torch.bfloat16), r"a must be float8_e4m3fn or float8_e4m3fnuz"),
+        (1, lambda t: t.view(torch.uint8), r"b must have a's dtype"),
+        (1, lambda t: t[:-1], r"b must be \(K, N\) = \(200, N\)"),
+        (2, lambda t: t.double(), r"a_scale must be float32"),
+        (2, lambda t: t[:, :-1], r"a_scale must be \(ceil\(K/128\), M\) = \(2, 8\)"),
+        (2, lambda t: t.t(), r"a_scale must be \(ceil\(K/128\), M\)"),
+        (3, lambda t: t.half(), r"b_scale must be float32"),
+        (3, lambda t: t[:1], r"b_scale must be \(ceil\(K/128\), ceil\(N/128\)\) = \(2, 2\)"),
+        (4, lambda t: t.float(), r"out must be bfloat16"),
+        (4, lambda t: t[:, :-1], r"out must be \(M, N\) = \(8, 130\)"),
+        (4, lambda t: t[:1].expand(M, N), r"out must not have elements that share memory"),
+    ],
+    ids=[
+        "a_1d",
+        "b_3d",
+        "a_dtype",
+        "b_dtype",
+        "b_rows",
+        "a_scale_dtype",
+        "a_scale_shape",
+        "a_scale_transposed",
+        "b_scale_dtype",
+        "b_scale_shape",
+        "out_dtype",
+        "out_shape",
+        "out_expanded",
+    ],
+)
+def test_rejected(kernel, args, index, replace, message):
+    args[index] = replace(args[index])
+    with pytest.raises(RuntimeError, match=message):
+        call(kernel, *args)
+
+
+def test_fp8_of_other_format_rejected(kernel, args):
+    other = torch.float8_e4m3fnuz if args[0].dtype == torch.float8_e4m3fn else torch.float8_e4m3fn
+    args[1] = args[1].float().to(other)
+    with pytest.raises(RuntimeError, match=r"b must have a's dtype"):
+        call(kernel, *args)
+
+
+@pytest.mark.parametrize("name, index", [("a", 0), ("b", 1), ("a_scale", 2), ("b_scale", 3)])
+def test_out_overlapping_input_rejected(kernel, device, fp8_dtype, rng, name, index):
+    """out and one input carved from one buffer."""
+    a, b, a_scale, b_scale, _ = make_gemm_inputs(M, N, K, fp8_dtype, device, rng)
+    buffer = torch.zeros(4 * M * N + 4 * M * K + 4 * N * K, dtype=torch.uint8, device=device)
+    inputs = [a, b, a_scale, b_scale]
+    victim = inputs[index]
+    shared = buffer[: victim.numel() * victim.element_size()].view(victim.dtype).view(victim.shape)
+    shared.copy_(victim)
+    inputs[index] = shared
+    out = buffer[8 : 8 + 2 * M * N].view(torch.bfloat16).view(M, N)
+    with pytest.raises(RuntimeError, match=f"out must not overlap the memory of {name}"):
+        call(kernel, *inputs, out)
+
+
+def test_out_adjacent_to_input_accepted(kernel, device, fp8_dtype, rng):
+    """Sharing a buffer without touching the same bytes is fine."""
+    a, b, a_scale, b_scale, _ = make_gemm_inputs(M, N, K, fp8_dtype, device, rng)
+    buffer = torch.empty(M * K + 2 * M * N, dtype=torch.uint8, device=device)
+    shared_a = buffer[: M * K].view(a.dtype).view(M, K)
+    shared_a.copy_(a)
+    out = buffer[M * K :].view(torch.bfloat16).view(M, N)
+    call(kernel, shared_a, b, a_scale, b_scale, out)
+    assert torch.isfinite(out.float()).all()
+
+
+def test_mixed_devices_rejected(kernel, args, device):
+    if device.type != "cuda":
+        pytest.skip("needs a second device type: CUDA tensors next to CPU ones")
+    args[2] = args[2].cpu()
+    with pytest.raises(RuntimeError, match=r"all tensors must be on one device; a is on cuda"):
+        call(kernel, *args)
+
+
+def test_gemm_nt_rejects_non_2d(kernel, args):
+    a, b, a_scale, b_scale, _ = args
+    with pytest.raises(ValueError, match=r"gemm_nt: b must be 2-D"):
+        kernel.gemm_nt(a, b.reshape(-1), a_scale.t(), b_scale.t())

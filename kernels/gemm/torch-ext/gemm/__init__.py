@@ -1,0 +1,181 @@
+"""FP8 block-scaled GEMM (DeepSeek-V3 style 1x128 activation and 128x128 weight scales).
+
+``out[m, n] = sum_k a[m, k] * a_scale[k // 128, m] * b[k, n] * b_scale[k // 128, n // 128]``,
+accumulated in fp32, written as bfloat16.
+"""
+
+import torch
+
+from ._ops import ops
+
+__all__ = [
+    "gemm",
+    "gemm_nt",
+    "quantize_per_token_group",
+    "quantize_per_block",
+    "force_general_path",
+]
+
+SCALE_BLOCK = 128
+_FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+
+
+def gemm(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Block-scaled FP8 matrix product ``a @ b`` with per-block scales, in bfloat16.
+
+    Args:
+        a: ``(M, K)`` FP8 (``float8_e4m3fn``, or ``float8_e4m3fnuz``), any strides.
+        b: ``(K, N)`` FP8 of ``a``'s dtype, any strides.
+        a_scale: ``(ceil(K/128), M)`` float32: one scale per row of ``a`` and 128 columns.
+        b_scale: ``(ceil(K/128), ceil(N/128))`` float32: one scale per 128x128 block of ``b``.
+        out: optional ``(M, N)`` bfloat16 result tensor (any strides, not overlapping an input).
+
+    Returns:
+        ``out`` (allocated when not given) holding
+        ``sum_k a[m,k] * a_scale[k//128, m] * b[k,n] * b_scale[k//128, n//128]``.
+        Scales may be negative; ``K == 0`` gives zeros.
+
+    Raises:
+        RuntimeError: naming the argument and what was expected, for a wrong dtype,
+            device, shape, scale shape or an ``out`` that overlaps an input.
+    """
+    if out is None:
+        rows = a.shape[0] if a.dim() == 2 else 0
+        cols = b.shape[1] if b.dim() == 2 else 0
+        out = torch.empty((rows, cols), dtype=torch.bfloat16, device=a.device)
+    ops.gemm(out, a, b, a_scale, b_scale)
+    return out
+
+
+def gemm_nt(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_scale: torch.Tensor,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``a @ b.T`` in the layout of DeepGEMM, vLLM and ``torch._scaled_mm``.
+
+    Args:
+        a: ``(M, K)`` FP8 activations.
+        b: ``(N, K)`` FP8 weights (as ``nn.Linear`` stores them).
+        a_scale: ``(M, ceil(K/128))`` float32, one scale per token and 128 columns.
+        b_scale: ``(ceil(N/128), ceil(K/128))`` float32, one scale per 128x128 weight block.
+        out: optional ``(M, N)`` bfloat16 result tensor.
+
+    Returns:
+        ``out``: the same op as :func:`gemm` on transposed views
+        (``gemm(a, b.T, a_scale.T, b_scale.T, out)``); nothing is copied.
+    """
+    for name, t in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale)):
+        if t.dim() != 2:
+            raise ValueError(f"gemm_nt: {name} must be 2-D, got shape {tuple(t.shape)}")
+    return gemm(a, b.t(), a_scale.t(), b_scale.t(), out)
+
+
+def _fp8_max(dtype: torch.dtype) -> float:
+    if dtype not in _FP8_DTYPES:
+        raise ValueError(f"dtype must be one of {_FP8_DTYPES}, got {dtype}")
+    return torch.finfo(dtype).max
+
+
+def _quantize_groups(x: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes x (..., G) over its last dim; returns (values, scales (...,))."""
+    fp8_max = _fp8_max(dtype)
+    amax = x.abs().amax(dim=-1)
+    scale = amax / fp8_max
+    # All-zero groups keep scale 0 and quantize to 0 (no division by zero).
+    divisor = torch.where(scale > 0, scale, torch.ones_like(scale)).unsqueeze(-1)
+    q = (x / divisor).clamp(-fp8_max, fp8_max).to(dtype)
+    return q, scale
+
+
+def _padded(x: torch.Tensor, dim: int, multiple: int) -> torch.Tensor:
+    pad = -x.shape[dim] % multiple
+    if pad == 0:
+        return x
+    shape = list(x.shape)
+    shape[dim] = pad
+    return torch.cat([x, x.new_zeros(shape)], dim=dim)
+
+
+def quantize_per_token_group(
+    x: torch.Tensor, group: int = SCALE_BLOCK, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes activations to FP8 with one scale per row and ``group`` columns.
+
+    Args:
+        x: ``(M, K)`` floating-point activations.
+        group: columns per scale; :func:`gemm_nt` takes ``group=128``.
+        dtype: ``torch.float8_e4m3fn`` (CUDA) or ``torch.float8_e4m3fnuz``.
+
+    Returns:
+        ``(q, scale)``: ``q`` ``(M, K)`` row-major FP8 and ``scale`` ``(M, ceil(K/group))``
+        float32 with ``scale = amax / fp8_max`` per group, stored M-major (strides
+        ``(1, M)``) as ``torch._scaled_mm`` and the fast paths take it. All-zero groups get
+        scale 0 and values 0. ``q * scale`` approximates ``x``.
+    """
+    if x.dim() != 2:
+        raise ValueError(f"quantize_per_token_group: x must be 2-D (M, K), got {tuple(x.shape)}")
+    if group <= 0:
+        raise ValueError(f"quantize_per_token_group: group must be positive, got {group}")
+    rows, cols = x.shape
+    groups = _padded(x.float(), 1, group).view(rows, -1, group)
+    q, scale = _quantize_groups(groups, dtype)
+    q = q.view(rows, -1)[:, :cols].contiguous()
+    return q, scale.t().contiguous().t()
+
+
+def quantize_per_block(
+    w: torch.Tensor, block: int = SCALE_BLOCK, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantizes a weight matrix to FP8 with one scale per ``block x block`` tile.
+
+    Args:
+        w: ``(N, K)`` floating-point weight (``nn.Linear.weight`` layout).
+        block: tile edge; :func:`gemm_nt` takes ``block=128``.
+        dtype: ``torch.float8_e4m3fn`` (CUDA) or ``torch.float8_e4m3fnuz``.
+
+    Returns:
+        ``(q, scale)``: ``q`` ``(N, K)`` row-major FP8 and ``scale``
+        ``(ceil(N/block), ceil(K/block))`` contiguous float32 with
+        ``scale = amax / fp8_max`` per tile (0 for all-zero tiles, whose values are 0).
+    """
+    if w.dim() != 2:
+        raise ValueError(f"quantize_per_block: w must be 2-D (N, K), got {tuple(w.shape)}")
+    if block <= 0:
+        raise ValueError(f"quantize_per_block: block must be positive, got {block}")
+    rows, cols = w.shape
+    padded = _padded(_padded(w.float(), 0, block), 1, block)
+    row_blocks, col_blocks = padded.shape[0] // block, padded.shape[1] // block
+    tiles = padded.view(row_blocks, block, col_blocks, block).permute(0, 2, 1, 3)
+    q, scale = _quantize_groups(tiles.reshape(row_blocks, col_blocks, block * block), dtype)
+    q = q.view(row_blocks, col_blocks, block, block).permute(0, 2, 1, 3)
+    q = q.reshape(padded.shape)[:rows, :cols].contiguous()
+    return q, scale.contiguous()
+
+
+def force_general_path(force: bool) -> bool:
+    """Makes later CUDA calls use the general kernel instead of the Hopper fast path.
+
+    The environment variable ``GEMM_FORCE_GENERAL=1`` sets the initial state. No effect on
+    CPU or ROCm builds.
+
+    Args:
+        force: ``True`` to force the general path, ``False`` to allow fast paths again.
+
+    Returns:
+        The previous setting, so callers can restore it.
+    """
+    previous = bool(ops.general_path_forced())
+    ops.force_general_path(bool(force))
+    return previous
+
+
+from . import layers  # noqa: E402, F401  (layers imports the functions above)

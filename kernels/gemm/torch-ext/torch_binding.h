@@ -1,0 +1,14 @@
+#pragma once
+
+#include <torch/torch.h>
+
+// out = gemm(a, b, a_scale, b_scale): FP8 block-scaled GEMM into a bf16 `out`.
+// Shapes: a (M, K), b (K, N), a_scale (ceil(K/128), M), b_scale (ceil(K/128), ceil(N/128)),
+// out (M, N). Any strides.
+void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+          const torch::Tensor& a_scale, const torch::Tensor& b_scale);
+
+// Makes later CUDA calls take the general path (also: environment GEMM_FORCE_GENERAL=1).
+// No effect on other backends.
+void force_general_path(bool force);
+bool general_path_forced();

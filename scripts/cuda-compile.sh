@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Compile every kernel's CUDA variant against torch 2.14.1 (CUDA 13.0) in .venv-cu130.
+# Compile-only here: this machine has no GPU (GPU runs are recorded in kernels/*/benchmarks/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v nvcc >/dev/null; then
+  echo "cuda-compile: nvcc not found; install the CUDA 13.0 toolkit" >&2
+  exit 1
+fi
+if [ ! -x .venv-cu130/bin/kbuild ]; then
+  python3 -m venv .venv-cu130
+fi
+# Only torch's headers and libraries are needed to compile and link, not its CUDA wheels.
+.venv-cu130/bin/python -m pip install -q --disable-pip-version-check --no-deps "torch==2.14.1"
+.venv-cu130/bin/python -m pip install -q --disable-pip-version-check jinja2 tomlkit packaging pyyaml "cmake>=3.26" ninja "nvidia-cutlass==4.2.*"
+.venv-cu130/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+for kernel in kernels/*/; do
+  if grep -q '"cuda"' "$kernel/build.toml"; then
+    .venv-cu130/bin/kbuild build "${kernel%/}" --variant torch214-cxx11-cu130-x86_64-linux
+  fi
+done

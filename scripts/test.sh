@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this):
+#   lint, kbuild's own tests, every kernel's CPU tests through the `kernels` loader,
+#   the CUDA variants compiled against torch 2.14.1 (cu130), ROCm device code compiled
+#   for gfx942 (compile-only: no AMD GPU here), and actionlint on the workflows.
+# Set KBUILD_SKIP="cuda rocm" to skip the slow compile-only stages on a workstation.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+skip=" ${KBUILD_SKIP:-} "
+stage() { printf '\n=== %s ===\n' "$*"; }
+
+bash scripts/bootstrap.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+stage "lint (ruff)"
+ruff check tooling kernels
+
+stage "kbuild check"
+kbuild check
+
+stage "kbuild tests"
+python -m pytest tooling/tests -q
+
+for kernel in kernels/*/; do
+  stage "kernel tests: ${kernel%/} (CPU, through kernels.get_kernel)"
+  kbuild test "${kernel%/}" -- -q -m "not slow"
+done
+
+if [[ "$skip" != *" cuda "* ]]; then
+  stage "CUDA variants compile (torch 2.14.1 cu130, nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+  bash scripts/cuda-compile.sh
+fi
+
+if [[ "$skip" != *" rocm "* ]]; then
+  stage "ROCm device code compiles for gfx942 (compile-only, not run on hardware)"
+  bash scripts/rocm-compile.sh
+fi
+
+stage "actionlint"
+bash scripts/actionlint.sh

@@ -1,0 +1,293 @@
+"""Publishing built variants: to a Hub kernel repository (the only module that talks to the
+Hub, through huggingface_hub's HfApi), or to a local hub folder of git repositories (through
+kbuild.gitrepo).
+
+Layout of both: branch `v<version>` holds `build/<variant>/...` and
+`benchmarks/benchmark*.py`; `main` holds the rendered card as `README.md` (plus the benchmark plot
+it shows). Each variant is replaced as a unit in its own commit (files added, that variant's stale
+files deleted, other variants untouched), so parallel CI jobs can each publish their own variant.
+On the Hub a commit names the branch head it was planned against (`parent_commit`); when another
+job committed in between, the Hub answers 409/412 and the commit is planned again from the new
+head.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbuild import gitrepo
+from kbuild.abi import check_abi
+from kbuild.card import latest_benchmark, render_card
+from kbuild.errors import KbuildError
+from kbuild.manifest import load_manifest
+
+REPO_TYPE = "kernel"
+CONFLICT_STATUSES = (409, 412)
+COMMIT_ATTEMPTS = 6
+LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.png")
+AUTHOR = ["-c", "user.name=kbuild", "-c", "user.email=kbuild@localhost"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Files replaced together: the commit deletes every file under `prefix` not in `files`."""
+
+    prefix: str  # "build/torch213-cxx11-cpu-x86_64-linux", "benchmarks"; "" = only add (README on main)
+    files: dict[str, Path | bytes]  # path in the repository -> local file or content
+    message: str
+
+
+@dataclass(frozen=True)
+class Release:
+    repo_id: str
+    branch: str
+    branch_units: list[Unit] = field(default_factory=list)
+    main_units: list[Unit] = field(default_factory=list)
+    abi_findings: list[str] = field(default_factory=list)  # `kbuild check --abi` of the variants
+
+    def require_portable(self) -> None:
+        if self.abi_findings:
+            raise KbuildError(
+                "the ABI check fails:\n  " + "\n  ".join(self.abi_findings),
+                fix="build in the manylinux_2_28 container that `kbuild matrix` names",
+            )
+
+
+def prepare_release(
+    kernel_dir: Path,
+    *,
+    repo_id: str | None = None,
+    variants: list[str] | None = None,
+    card_only: bool = False,
+) -> Release:
+    """What to publish: the named (default: all built) variants, the benchmarks and the card.
+
+    `variants` given: only those variants. `card_only`: only the card (main) and benchmarks.
+    Each variant is ABI-checked; publishing requires `release.require_portable()` to pass."""
+    kernel_dir = Path(kernel_dir)
+    manifest = load_manifest(kernel_dir)
+    repo_id = repo_id or manifest.repo_id
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise KbuildError(f"`{repo_id}` is not a repository id", fix="write it as ORG/NAME")
+    built = {d.name: d for d in sorted((kernel_dir / "build").glob("*/")) if (d / "metadata.json").is_file()}
+    units: list[Unit] = []
+    findings: list[str] = []
+    if not card_only:
+        chosen = variants or sorted(built)
+        if not chosen:
+            raise KbuildError(
+                "nothing is built",
+                file=str(kernel_dir / "build"),
+                fix=f"run `kbuild build {kernel_dir}` first",
+            )
+        for name in chosen:
+            if name not in built:
+                raise KbuildError(
+                    f"variant {name} is not built",
+                    file=str(kernel_dir / "build"),
+                    fix=f"build it, or choose one of: {', '.join(built) or 'none'}",
+                )
+            findings += [str(f) for f in check_abi(built[name])]
+            units.append(Unit(f"build/{name}", _variant_files(built[name], f"build/{name}"), f"Upload {name}"))
+    if variants is None:
+        benchmarks = {f"benchmarks/{p.name}": p for p in sorted((kernel_dir / "benchmarks").glob("benchmark*.py"))}
+        units.append(Unit("benchmarks", benchmarks, "Upload benchmarks"))
+        main: dict[str, Path | bytes] = {"README.md": render_card(kernel_dir).encode()}
+        benchmark = latest_benchmark(kernel_dir)
+        if benchmark and benchmark.plot:
+            main[benchmark.plot] = kernel_dir / benchmark.plot
+        return Release(
+            repo_id,
+            manifest.upload_branch,
+            units,
+            [Unit("", main, "Update the kernel card")],
+            findings,
+        )
+    return Release(repo_id, manifest.upload_branch, units, [], findings)
+
+
+def _variant_files(variant_dir: Path, prefix: str) -> dict[str, Path | bytes]:
+    files = {}
+    for path in sorted(variant_dir.rglob("*")):
+        rel = path.relative_to(variant_dir)
+        if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
+            files[f"{prefix}/{rel.as_posix()}"] = path
+    return files
+
+
+def describe(release: Release, target: str, *, allow_nonportable: bool = False) -> list[str]:
+    """The plan, one line per operation (what --dry-run prints), then what the ABI check found."""
+    lines = [
+        f"{target}: repository {release.repo_id}, create if missing",
+        f"{target}: branch {release.branch}, create from main if missing",
+    ]
+    for branch, units in ((release.branch, release.branch_units), ("main", release.main_units)):
+        for unit in units:
+            lines.append(f"commit to {branch}: {unit.message}")
+            lines += [f"  add {path} ({_size(content)} bytes)" for path, content in unit.files.items()]
+            if unit.prefix:
+                lines.append(f"  delete every other file under {unit.prefix}/")
+    label = "warning: not portable, published anyway" if allow_nonportable else "blocked: ABI check"
+    return lines + [f"{label}: {finding}" for finding in release.abi_findings]
+
+
+def _size(content: Path | bytes) -> int:
+    return len(content) if isinstance(content, bytes) else content.stat().st_size
+
+
+# -- the Hub ---------------------------------------------------------------------------------
+
+
+def publish_to_hub(release: Release, api=None, *, log: Callable[[str], None] = print) -> None:
+    """Create the kernel repository and branch if missing, then commit each unit."""
+    from huggingface_hub import HfApi, get_token
+    from huggingface_hub.errors import HfHubHTTPError
+
+    release.require_portable()
+    if api is None:
+        if get_token() is None:
+            raise KbuildError(
+                "no Hugging Face token",
+                fix="set HF_TOKEN in the environment or run `hf auth login`",
+            )
+        api = HfApi()
+    try:
+        api.create_repo(release.repo_id, repo_type=REPO_TYPE, exist_ok=True)
+        api.create_branch(release.repo_id, branch=release.branch, repo_type=REPO_TYPE, exist_ok=True)
+        for branch, units in ((release.branch, release.branch_units), ("main", release.main_units)):
+            for unit in units:
+                commit = _commit_unit(api, release.repo_id, branch, unit)
+                log(f"{branch}: {unit.message}: {commit or 'unchanged'}")
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else "?"
+        raise KbuildError(
+            f"the Hub refused a request for {release.repo_id} (HTTP {status}): {err.server_message or err}",
+            fix="check the repository id and that the token (HF_TOKEN or `hf auth login`) "
+            "may write to the organization",
+        ) from None
+
+
+def _commit_unit(api, repo_id: str, branch: str, unit: Unit) -> str | None:
+    """One commit replacing `unit` on `branch`, planned against the branch head and planned
+    again on a conflict."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub.errors import HfHubHTTPError
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        head = _branch_head(api, repo_id, branch)
+        stale = sorted(_remote_files(api, repo_id, head, unit.prefix) - unit.files.keys()) if unit.prefix else []
+        operations = [
+            CommitOperationAdd(path, content if isinstance(content, bytes) else str(content))
+            for path, content in unit.files.items()
+        ]
+        operations += [CommitOperationDelete(path) for path in stale]
+        if not operations:
+            return None
+        try:
+            info = api.create_commit(
+                repo_id,
+                operations,
+                commit_message=unit.message,
+                revision=branch,
+                parent_commit=head,
+                repo_type=REPO_TYPE,
+            )
+        except HfHubHTTPError as err:
+            conflict = err.response is not None and err.response.status_code in CONFLICT_STATUSES
+            if not conflict or attempt == COMMIT_ATTEMPTS - 1:
+                raise
+            time.sleep(min(8.0, 0.25 * 2**attempt) * (1 + random.random()))
+            continue
+        return info.oid if info.oid != head else None
+    return None
+
+
+def _branch_head(api, repo_id: str, branch: str) -> str:
+    refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+    for ref in refs.branches:
+        if ref.name == branch:
+            return ref.target_commit
+    raise KbuildError(f"branch {branch} of {repo_id} disappeared", fix="publish again")
+
+
+def _remote_files(api, repo_id: str, revision: str, prefix: str) -> set[str]:
+    from huggingface_hub import RepoFile
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        entries = api.list_repo_tree(repo_id, prefix, recursive=True, revision=revision, repo_type=REPO_TYPE)
+        return {entry.path for entry in entries if isinstance(entry, RepoFile)}
+    except EntryNotFoundError:
+        return set()
+
+
+# -- a local hub folder ----------------------------------------------------------------------
+
+
+def publish_to_folder(
+    release: Release,
+    folder: Path,
+    *,
+    allow_nonportable: bool = False,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Commit the release into `folder/<org>/<name>`, a git repository with branches main and
+    the version branch (binaries in git-lfs when it is installed). Returns the repository path.
+    `allow_nonportable`: publish variants that fail the ABI check (built with this machine's
+    toolchain, to be loaded on it)."""
+    if not allow_nonportable:
+        release.require_portable()
+    repo = Path(folder) / release.repo_id
+    if not (repo / ".git").exists():
+        _init_hub_repo(repo)
+    if gitrepo.git(["symbolic-ref", "--short", "HEAD"], repo).strip() != "main":
+        raise KbuildError(
+            "the hub repository must have main checked out",
+            file=str(repo),
+            fix=f"git -C {repo} checkout main",
+        )
+    if not gitrepo.git(["rev-parse", "--verify", "--quiet", f"refs/heads/{release.branch}"], repo, check=False).strip():
+        gitrepo.git(["branch", release.branch, "main"], repo)
+    worktree = Path(tempfile.mkdtemp(prefix="kbuild-hub-"))
+    gitrepo.git(["worktree", "add", "--quiet", str(worktree), release.branch], repo)
+    try:
+        for unit in release.branch_units:
+            log(f"{release.branch}: {unit.message}: {_commit_local(worktree, unit) or 'unchanged'}")
+    finally:
+        gitrepo.git(["worktree", "remove", "--force", str(worktree)], repo)
+    for unit in release.main_units:
+        log(f"main: {unit.message}: {_commit_local(repo, unit) or 'unchanged'}")
+    return repo
+
+
+def _init_hub_repo(repo: Path) -> None:
+    repo.mkdir(parents=True, exist_ok=True)
+    gitrepo.git(["init", "--quiet", "--initial-branch", "main"], repo)
+    if gitrepo.lfs_available(repo):
+        gitrepo.git(["lfs", "install", "--local"], repo)
+        gitrepo.git(["lfs", "track", *LFS_PATTERNS], repo)
+        gitrepo.git(["add", ".gitattributes"], repo)
+    gitrepo.git([*AUTHOR, "commit", "--quiet", "--allow-empty", "-m", "Create kernel repository"], repo)
+
+
+def _commit_local(checkout: Path, unit: Unit) -> str | None:
+    if unit.prefix:
+        shutil.rmtree(checkout / unit.prefix, ignore_errors=True)
+    for path, content in unit.files.items():
+        target = checkout / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            shutil.copyfile(content, target)
+    gitrepo.git(["add", "--all", "--", unit.prefix or "."], checkout)
+    if not gitrepo.git(["status", "--porcelain", "--", unit.prefix or "."], checkout).strip():
+        return None
+    gitrepo.git([*AUTHOR, "commit", "--quiet", "-m", unit.message], checkout)
+    return gitrepo.git(["rev-parse", "HEAD"], checkout).strip()
