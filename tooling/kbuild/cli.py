@@ -201,7 +201,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_all(args: argparse.Namespace) -> int:
     from kbuild.pipeline import format_table, run_all
 
-    results, ok = run_all(_kernel_dirs(args.kernels))
+    results, ok = run_all(_kernel_dirs(args.kernels), None if args.no_publish else Path(args.hub))
     print()
     print(format_table(results))
     return 0 if ok else 1
@@ -248,12 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
     sub.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
 
-    command(
+    sub = command(
         "all",
         cmd_all,
         "The main job: build every kernel for this machine, run its quick tests, "
-        "load each build with the `kernels` library, and print a summary table.",
+        "load each build with the `kernels` library, publish it to a local hub folder, and print a summary table.",
     )
+    sub.add_argument("--hub", default=".hub", help="local hub folder to publish into (default: .hub)")
+    sub.add_argument("--no-publish", action="store_true", help="skip publishing to the local hub folder")
 
     sub = command("variants", cmd_variants, "Print this environment's variant, or parse variant names.", kernels=False)
     sub.add_argument("--parse", nargs="+", metavar="NAME", help="parse and explain variant names")

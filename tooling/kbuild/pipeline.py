@@ -28,6 +28,7 @@ class KernelResult:
     build: str = "not run"
     tests: str = "not run"
     load: str = "not run"
+    published: str = "not run"
     seconds: float = 0.0
 
     @property
@@ -50,7 +51,17 @@ def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
     return f"ok ({module}: {functions})"
 
 
-def run_kernel(kernel_dir: Path) -> KernelResult:
+def publish_locally(kernel_dir: Path, variant: str, hub: Path) -> str:
+    """Publish the tested variant, the card and the benchmarks into the local hub folder (this
+    machine's toolchain is not manylinux-portable: ABI findings are allowed there and only there)."""
+    from kbuild.publish import prepare_release, publish_to_folder
+
+    for release in (prepare_release(kernel_dir, variants=[variant]), prepare_release(kernel_dir, card_only=True)):
+        repo = publish_to_folder(release, hub, allow_nonportable=True, log=lambda line: None)
+    return f"{repo} ({release.branch})"
+
+
+def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
     started = time.monotonic()
     result = KernelResult(kernel_dir.name)
     try:
@@ -60,6 +71,8 @@ def run_kernel(kernel_dir: Path) -> KernelResult:
         code = run_tests(kernel_dir, ci=True, build=False)
         result.tests = "passed" if code == 0 else f"failed (pytest exit {code})"
         result.load = load_with_kernels(kernel_dir.resolve(), manifest.repo_id, manifest.version)
+        if hub is not None and result.ok:
+            result.published = publish_locally(kernel_dir, result.variant, hub)
     except KbuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         result.build = "failed" if result.build != "ok" else result.build
@@ -68,14 +81,14 @@ def run_kernel(kernel_dir: Path) -> KernelResult:
 
 
 def format_table(results: list[KernelResult]) -> str:
-    header = ("kernel", "variant", "build", "quick tests", "loaded by kernels", "time")
-    rows = [(r.name, r.variant, r.build, r.tests, r.load, f"{r.seconds:.0f} s") for r in results]
+    header = ("kernel", "variant", "build", "quick tests", "loaded by kernels", "published to", "time")
+    rows = [(r.name, r.variant, r.build, r.tests, r.load, r.published, f"{r.seconds:.0f} s") for r in results]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def run_all(kernel_dirs: list[Path]) -> tuple[list[KernelResult], bool]:
-    results = [run_kernel(d) for d in kernel_dirs]
+def run_all(kernel_dirs: list[Path], hub: Path | None = None) -> tuple[list[KernelResult], bool]:
+    results = [run_kernel(d, hub) for d in kernel_dirs]
     return results, all(r.ok for r in results)

@@ -5,7 +5,6 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 
 #include "gemm_sm90/sm90_config.h"
@@ -255,10 +254,6 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);
   const bool out_rows = g.out_stride_n == 1 || g.N == 1;
   p.tma_store = config.split == 1 && out_rows && out_addr % 16 == 0 && (g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N));
-  // Stagger the K loops when both operands sit in L2 together (re-reads stay cheap).
-  constexpr int64_t kStaggerMaxBytes = int64_t(24) << 20;
-  p.k_stagger = (g.M + g.N) * g.K <= kStaggerMaxBytes;
-  if (const char* e = std::getenv("SM90_STAGGER")) p.k_stagger = std::atoi(e);  // EXPERIMENT
   p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
 
   CUtensorMap map_a{}, map_b{}, map_c{};

@@ -44,7 +44,6 @@ struct KernelParams {
   int64_t out_sm, out_sn;
   int tma_store;              // out is row-major with 16-byte rows: stage in smem, TMA store
   int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
-  int k_stagger;              // start each tile's K loop at a tile-dependent block (below)
 };
 
 template <int BM, int BN>
@@ -94,17 +93,6 @@ __device__ __forceinline__ void promote_regs(float (&acc)[N], const float (&pt)[
         "fma.rn.f32 %3, %7, %9, %3;"
         : "+f"(acc[4 * j]), "+f"(acc[4 * j + 1]), "+f"(acc[4 * j + 2]), "+f"(acc[4 * j + 3])
         : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(s0), "f"(s1));
-}
-
-// The K block of step i of a tile's loop over [kb_begin, kb_end). With k_stagger the loop
-// starts at a block that depends on the tile and wraps around, so that the CTAs running at
-// once read different K blocks: in lockstep they all hit the few L2 lines of one block.
-__device__ __forceinline__ int kblock_at(const KernelParams& p, int mb, int nb, int kb_begin, int kb_end, int i) {
-  const int len = kb_end - kb_begin;
-  if (!p.k_stagger || len <= 1) return kb_begin + i;
-  const int rot = ((mb + nb) % 8) * len / 8;
-  const int j = i + rot;
-  return kb_begin + (j >= len ? j - len : j);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -162,7 +150,6 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     // Scales of block kb: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk}.
     auto load_scales = [&](int kb, float(&sc)[2 + kChunks]) {
       if (kb >= kb_end) return;
-      kb = kblock_at(p, mb, nb, kb_begin, kb_end, kb - kb_begin);
       sc[0] = __ldg(sa0_ptr + int64_t(kb) * p.sa_kb);
       sc[1] = __ldg(sa1_ptr + int64_t(kb) * p.sa_kb);
 #pragma unroll
@@ -368,8 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (warp == 0 && lane == 0) {
         int mb, nb;
         tile_coords(p, t, mb, nb);
-        for (int i = kb_begin; i < kb_end; ++i) {
-          const int kb = kblock_at(p, mb, nb, kb_begin, kb_end, i - kb_begin);
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, mb * BM);
