@@ -12,8 +12,7 @@ if [ ! -x .venv-cu130/bin/kbuild ]; then
 fi
 # Only torch's headers and libraries are needed to compile and link, not its CUDA wheels.
 .venv-cu130/bin/python -m pip install -q --disable-pip-version-check --no-deps "torch==2.14.1"
-.venv-cu130/bin/python -m pip install -q --disable-pip-version-check jinja2 tomlkit packaging pyyaml "cmake>=3.26" ninja "nvidia-cutlass==4.2.*"
-.venv-cu130/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+.venv-cu130/bin/python -m pip install -q --disable-pip-version-check -e .
 for kernel in kernels/*/; do
   if grep -q '"cuda"' "$kernel/build.toml"; then
     .venv-cu130/bin/kbuild build "${kernel%/}" --variant torch214-cxx11-cu130-x86_64-linux
