@@ -10,6 +10,7 @@ skip=" ${KBUILD_SKIP:-} "
 stage() { printf '\n=== %s ===\n' "$*"; }
 
 bash scripts/bootstrap.sh
+bash scripts/system-packages.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
 stage "lint (ruff)"

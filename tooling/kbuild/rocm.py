@@ -25,7 +25,7 @@ from kbuild.manifest import KernelSpec, Manifest
 
 CLANG = "clang++-19"
 ASSEMBLER = "llvm-mc-19"
-APT_INSTALL = "apt-get install -y clang-19 lld-19 libamdhip64-dev rocm-device-libs"
+APT_INSTALL = "apt-get install -y clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs"
 DEVICE_FLAGS = [
     "-x",
     "hip",
