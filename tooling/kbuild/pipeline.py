@@ -47,8 +47,8 @@ def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
     )
     if result.returncode != 0:
         return "failed: " + (result.stderr.strip().splitlines() or ["?"])[-1]
-    module, functions = result.stdout.split()[:2] if len(result.stdout.split()) > 1 else (result.stdout.strip(), "")
-    return f"ok ({module}: {functions})"
+    module, _, functions = result.stdout.strip().partition(" ")
+    return f"ok ({module}, {len([f for f in functions.split(',') if f])} functions)"
 
 
 def publish_locally(kernel_dir: Path, variant: str, hub: Path) -> str:
