@@ -14,6 +14,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kVectorBytes = 16;
 constexpr int kMaxBlocksPerSm = 8;
+constexpr int kVectorsInFlight = 4;  // independent 16-byte loads per thread per iteration
 
 template <typename T>
 __device__ __forceinline__ T relu_value(T v) {
@@ -30,12 +31,22 @@ __global__ void relu_kernel(T* __restrict__ out, const T* __restrict__ in, int64
     const int64_t vectors = numel / kPerVector;
     const uint4* in_vec = reinterpret_cast<const uint4*>(in);
     uint4* out_vec = reinterpret_cast<uint4*>(out);
-    for (int64_t v = first; v < vectors; v += stride) {
-      uint4 packed = in_vec[v];
-      T* lanes = reinterpret_cast<T*>(&packed);
+    for (int64_t base = first; base < vectors; base += stride * kVectorsInFlight) {
+      uint4 packed[kVectorsInFlight];
 #pragma unroll
-      for (int i = 0; i < kPerVector; ++i) lanes[i] = relu_value(lanes[i]);
-      out_vec[v] = packed;
+      for (int u = 0; u < kVectorsInFlight; ++u) {
+        const int64_t v = base + u * stride;
+        if (v < vectors) packed[u] = in_vec[v];
+      }
+#pragma unroll
+      for (int u = 0; u < kVectorsInFlight; ++u) {
+        const int64_t v = base + u * stride;
+        if (v >= vectors) continue;
+        T* lanes = reinterpret_cast<T*>(&packed[u]);
+#pragma unroll
+        for (int i = 0; i < kPerVector; ++i) lanes[i] = relu_value(lanes[i]);
+        out_vec[v] = packed[u];
+      }
     }
     tail_start = vectors * kPerVector;
   }
@@ -51,7 +62,7 @@ const char* launch(void* out, const void* in, int64_t numel, cudaStream_t stream
   }
   const bool vectorized = (reinterpret_cast<uintptr_t>(out) % kVectorBytes == 0) &&
                           (reinterpret_cast<uintptr_t>(in) % kVectorBytes == 0);
-  const int64_t per_thread = vectorized ? kVectorBytes / sizeof(T) : 1;
+  const int64_t per_thread = vectorized ? kVectorsInFlight * kVectorBytes / sizeof(T) : 1;
   const int64_t wanted = (numel / per_thread + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 1 ? 1 : (wanted > int64_t{sms} * kMaxBlocksPerSm ? int64_t{sms} * kMaxBlocksPerSm : wanted));
   relu_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in), numel, vectorized);
