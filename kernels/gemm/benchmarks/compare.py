@@ -42,9 +42,7 @@ IMPLS = ["ours", "ours_general", "ours_challenge_layout", "scaled_mm_blockwise",
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path, help="folder for the .json/.md/.png results")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--quick", action="store_true", help="tiny shapes, few calls (smoke test)")
@@ -64,9 +62,7 @@ class Timer:
 
     def __init__(self, device: torch.device, warmup: int, calls: int):
         self.device, self.warmup, self.calls = device, warmup, calls
-        self.flush = torch.empty(
-            FLUSH_BYTES if device.type == "cuda" else 1, dtype=torch.uint8, device=device
-        )
+        self.flush = torch.empty(FLUSH_BYTES if device.type == "cuda" else 1, dtype=torch.uint8, device=device)
 
     def median_us(self, fn) -> float:
         for _ in range(self.warmup):
@@ -232,9 +228,7 @@ def markdown(results) -> str:
             us = r["us"][name][0]
             tflops = flop(r["M"], r["N"], r["K"]) / us / 1e6
             cells.append(f"{us:.1f} ({tflops:.1f}, {100 * r['floor_us'] / us:.0f}%)")
-        failed = [
-            f"{k}: {v}" for k, v in r["check"].items() if v != "pass" and not v.startswith("n/a")
-        ]
+        failed = [f"{k}: {v}" for k, v in r["check"].items() if v != "pass" and not v.startswith("n/a")]
         lines.append(
             f"| {i} | {r['M']} | {r['N']} | {r['K']} | {r['floor_us']:.2f} | "
             + " | ".join(cells)
@@ -267,17 +261,13 @@ def plot(results, path: Path) -> bool:
     for j, name in enumerate(IMPLS + ["floor"]):
         xs = [i + j * width for i, r in enumerate(rows) if name == "floor" or name in r["us"]]
         ys = [
-            r["floor_us"] if name == "floor" else r["us"][name][0]
-            for r in rows
-            if name == "floor" or name in r["us"]
+            r["floor_us"] if name == "floor" else r["us"][name][0] for r in rows if name == "floor" or name in r["us"]
         ]
         ax.bar(xs, ys, width, label=name)
     ax.set_yscale("log")
     ax.set_ylabel("µs (log)")
     ax.set_xticks([i + 0.4 for i in range(len(rows))])
-    ax.set_xticklabels(
-        [f"{r['M']}x{r['N']}x{r['K']}" for r in rows], rotation=60, ha="right", fontsize=7
-    )
+    ax.set_xticklabels([f"{r['M']}x{r['N']}x{r['K']}" for r in rows], rotation=60, ha="right", fontsize=7)
     ax.set_title(f"FP8 block-scaled GEMM, {results['machine']['device']}")
     ax.legend(fontsize=8, ncol=3, loc="upper left")
     fig.tight_layout()

@@ -12,8 +12,6 @@
 // zero-filled (code 0 is +0 in both formats).
 //
 // Block tile kBlockM x kBlockN, four warps of kWarpM x kWarpN; kBlockK per shared-memory step.
-#include <cstdlib>
-
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -47,7 +45,7 @@ constexpr int kVecsPerRow = kBlockK / kVecBytes;
 constexpr int kVecsPerThread = kBlockM * kVecsPerRow / kThreads;
 constexpr int64_t kMaxGridY = 65535;
 
-static_assert(kBlockM == kBlockN, "stage() fills A and B tiles of the same height");
+static_assert(kBlockM == kBlockN, "A and B tiles share one Tile type and staging code");
 static_assert(kScaleBlock % kBlockN == 0, "a block's columns must share one b_scale");
 static_assert(kScaleBlock % kBlockK == 0, "a K step must stay inside one scale block");
 static_assert(kBlockK % kMmaK == 0 && kWarpM % kMmaM == 0 && kWarpN % kMmaN == 0, "MMA tiling");
@@ -241,7 +239,6 @@ Status launch(const GemmArgs& args, cudaStream_t stream) {
   if (args.M == 0 || args.N == 0) return kOk;
   const int64_t grid_x = ceil_div(args.M, kBlockM), grid_y = ceil_div(args.N, kBlockN);
   if (grid_y > kMaxGridY) return "gemm general path: N too large for one launch";
-  if (std::getenv("GEMM_GENERAL_V1") != nullptr) return general_v1::launch(args, stream);  // TEMPORARY A/B
   const dim3 grid{unsigned(grid_x), unsigned(grid_y)};
   const bool vector_a = vector_loads(args.a, args.a_stride_m, args.a_stride_k, args.M);
   const bool vector_b = vector_loads(args.b, args.b_stride_n, args.b_stride_k, args.N);

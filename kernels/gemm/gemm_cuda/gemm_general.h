@@ -10,7 +10,3 @@ namespace fp8gemm::general {
 Status launch(const GemmArgs& args, cudaStream_t stream);
 
 }  // namespace fp8gemm::general
-
-namespace fp8gemm::general_v1 {
-Status launch(const GemmArgs& args, cudaStream_t stream);  // TEMPORARY A/B (GEMM_GENERAL_V1=1)
-}

@@ -15,7 +15,7 @@
 //   - args has passed the binding's checks: M, N, K >= 1, scale shapes as in gemm_args.h,
 //     any strides (the fast path declines layouts it does not take);
 //   - workspace points to workspace_size >= workspace_bytes(args) bytes of device memory
-//     (nullptr when that is 0), usable on `stream` until the work queued there finishes.
+//     (possibly nullptr when that is 0), usable on `stream` until the queued work finishes.
 #include <cstddef>
 
 #include <cuda_runtime.h>

@@ -5,18 +5,20 @@
 
 #include "gemm_sm90/sm90_gemm.h"
 
+#pragma GCC visibility push(hidden)  // internal to the extension
+
 namespace fp8gemm::sm90 {
 
 constexpr TileConfig kCandidates[] = {
-    {128, 256, 1}, {128, 128, 1}, {64, 256, 1}, {128, 64, 1}, {64, 128, 1},
-    {128, 256, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
+    {128, 256, 1}, {192, 128, 1}, {128, 128, 1}, {64, 256, 1}, {128, 64, 1}, {64, 128, 1},
+    {128, 256, 2}, {192, 128, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
     {128, 128, 3}, {64, 256, 3},  {128, 64, 3}, {64, 128, 3},
     {128, 128, 4}, {64, 256, 4},  {128, 64, 4}, {64, 128, 4},
 };
 
 // The best configuration of the sweep of all candidates on the 18 ranked shapes (one H100
-// SXM; benchmarks/sm90_harness/sweep-2026-11-23-h100.csv, NOTES-sm90.md run 5). Used on GPUs
-// with that many SMs.
+// SXM; benchmarks/sm90_harness/sweep-2026-11-23-h100.csv, NOTES-sm90.md run 10). Used on
+// GPUs with that many SMs.
 constexpr int kTunedSms = 132;
 struct TunedShape {
   int64_t M, N, K;
@@ -24,25 +26,28 @@ struct TunedShape {
 };
 constexpr TunedShape kTuned[] = {
     {1024, 1536, 7168, {64, 256, 1}},  {1024, 3072, 1536, {128, 256, 1}}, {1024, 576, 7168, {128, 128, 2}},
-    {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 256, 1}}, {1024, 4608, 7168, {128, 128, 1}},
-    {1024, 7168, 2304, {128, 256, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {128, 128, 1}},
-    {6144, 1536, 7168, {64, 256, 1}},  {6144, 3072, 1536, {128, 256, 1}}, {6144, 576, 7168, {128, 128, 1}},
-    {6144, 7168, 256, {128, 128, 1}},  {6144, 7168, 2048, {128, 256, 1}}, {6144, 4608, 7168, {128, 256, 1}},
-    {6144, 7168, 2304, {128, 256, 1}}, {6144, 512, 7168, {128, 256, 1}},  {6144, 4096, 512, {128, 256, 1}},
+    {1024, 7168, 256, {192, 128, 1}},  {1024, 7168, 2048, {128, 256, 1}}, {1024, 4608, 7168, {192, 128, 1}},
+    {1024, 7168, 2304, {128, 256, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
+    {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {128, 128, 1}},
+    {6144, 7168, 256, {192, 128, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
+    {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
 
-// Cost model for any other shape, microseconds. The kernel is limited by how fast one SM
-// takes in operand tiles (~56 GB/s per SM measured at full load), so a 128-deep K block of
-// a BM x BN tile costs (BM + BN) * 128 bytes at that rate, or its MMAs if they take longer;
-// every tile adds a fixed cost (pipeline fill, epilogue), split tiles a reduction.
+// Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
+// blocks at the per-CTA rate measured with every SM busy (6144x4608x7168, run 10: the
+// operand feed and the consumers' MMA -> wait -> promote latency set it), plus a fixed cost
+// per tile (pipeline fill, epilogue) and per split tile (cluster reduction).
+inline double kblock_us(const TileConfig& c) {
+  if (c.block_m == 192) return 0.78;
+  if (c.block_m == 128) return c.block_n == 256 ? 1.0 : c.block_n == 128 ? 0.56 : 0.43;
+  return c.block_n == 256 ? 0.57 : 0.47;
+}
+
 struct CostModel {
-  double flop_per_sm_us = 1.1e7;
-  double bytes_per_sm_us = 5.6e4;
   double tile_overhead_us = 2.0;
   double split_overhead_us = 4.0;
 };
 
-// `clusters[s]`: how many clusters of s CTAs the GPU runs at once (clusters[1] = SMs).
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
                           const CostModel& cm = CostModel{}) {
   const int64_t tiles = ((M + c.block_m - 1) / c.block_m) * ((N + c.block_n - 1) / c.block_n);
@@ -50,11 +55,7 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
   const int64_t waves = (tiles + slots - 1) / slots;
   const int64_t kb_per_cta = (kb + c.split - 1) / c.split;
-  const double flop = 2.0 * c.block_m * c.block_n * 128;
-  const double bytes = double(c.block_m + c.block_n) * 128;
-  const double t_kb = flop / cm.flop_per_sm_us > bytes / cm.bytes_per_sm_us ? flop / cm.flop_per_sm_us
-                                                                            : bytes / cm.bytes_per_sm_us;
-  const double per_tile = kb_per_cta * t_kb + cm.tile_overhead_us + (c.split > 1 ? cm.split_overhead_us : 0.0);
+  const double per_tile = kb_per_cta * kblock_us(c) + cm.tile_overhead_us + (c.split > 1 ? cm.split_overhead_us : 0.0);
   return waves * per_tile;
 }
 
@@ -74,3 +75,5 @@ inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clust
 }
 
 }  // namespace fp8gemm::sm90
+
+#pragma GCC visibility pop

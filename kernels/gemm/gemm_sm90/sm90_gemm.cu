@@ -67,7 +67,8 @@ EncodeTiledFn encode_fn() {
 
 // A 2D row-major view: `cols` contiguous elements per row, rows `row_bytes` apart.
 bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64_t cols, int64_t rows,
-              int64_t row_bytes, uint32_t box_cols, uint32_t box_rows) {
+              int64_t row_bytes, uint32_t box_cols, uint32_t box_rows,
+              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   EncodeTiledFn fn = encode_fn();
   if (fn == nullptr) return false;
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
@@ -75,7 +76,7 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64
   const cuuint32_t box[2] = {box_cols, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
   return fn(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -137,7 +138,7 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
       attr.val.clusterDim.y = 1;
       attr.val.clusterDim.z = 1;
       cfg.gridDim = dim3(unsigned(num_sms / split * split));  // the answer is capped by the grid
-      cfg.blockDim = dim3(kThreads);
+      cfg.blockDim = dim3(T::kThreads);
       cfg.dynamicSmemBytes = T::kSmemBytes;
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
@@ -151,8 +152,8 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
 }
 
 template <int BM, int BN>
-Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, const KernelParams& p,
-              int device, int num_sms, cudaStream_t stream) {
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, KernelParams p,
+              const GemmArgs& g, int device, int num_sms, cudaStream_t stream) {
   using T = TileShape<BM, BN>;
   const KernelSetup& setup = kernel_setup<BM, BN>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
@@ -167,12 +168,20 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensor
   attr.val.clusterDim.y = 1;
   attr.val.clusterDim.z = 1;
   cfg.gridDim = dim3(unsigned(clusters * cluster_size));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(T::kThreads);
   cfg.dynamicSmemBytes = T::kSmemBytes;
   cfg.stream = stream;
   cfg.attrs = &attr;
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, p) != cudaSuccess) {
+  // A scales M-contiguous in 16-byte aligned rows: TMA brings each stage's BM of them.
+  CUtensorMap map_sa{};
+  p.sa_tma = T::kScalesFit && g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 &&
+             (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M) &&
+             make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
+                      g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
+                      CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, map_sa, p) != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: kernel launch failed";
   }
@@ -180,7 +189,8 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensor
 }
 
 bool valid_config(const TileConfig& c) {
-  const bool tile = (c.block_m == 128 && (c.block_n == 256 || c.block_n == 128 || c.block_n == 64)) ||
+  const bool tile = (c.block_m == 192 && c.block_n == 128) ||
+                    (c.block_m == 128 && (c.block_n == 256 || c.block_n == 128 || c.block_n == 64)) ||
                     (c.block_m == 64 && (c.block_n == 128 || c.block_n == 256));
   return tile && c.split >= 1 && c.split <= kMaxSplit;
 }
@@ -253,7 +263,8 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.out_sn = g.out_stride_n;
   const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);
   const bool out_rows = g.out_stride_n == 1 || g.N == 1;
-  p.tma_store = config.split == 1 && out_rows && out_addr % 16 == 0 && (g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N));
+  const bool out_rows_16 = g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N);
+  p.tma_store = config.split == 1 && out_rows && out_addr % 16 == 0 && out_rows_16;
   p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
 
   CUtensorMap map_a{}, map_b{}, map_c{};
@@ -264,18 +275,20 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
                                g.M == 1 ? round_up(g.N * 2, 16) : g.out_stride_m * 2, 64, 64))
     p.tma_store = 0;
 
-  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, map_c, p, device, info->num_sms, stream);
-  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, map_c, p, device, info->num_sms, stream);
-  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, map_c, p, device, info->num_sms, stream);
-  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, map_c, p, device, info->num_sms, stream);
-  return launch<64, 256>(map_a, map_b, map_c, p, device, info->num_sms, stream);
+  if (BM == 192 && BN == 128) return launch<192, 128>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
+  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
+  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
+  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
+  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
+  return launch<64, 256>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
 }
 
 Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {
   *handled = false;
   if (g.format != Fp8Format::E4M3FN || g.K == 0) return kOk;  // the general path takes these
-  constexpr int64_t kMaxDim = int64_t(1) << 30;
-  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim) return kOk;
+  constexpr int64_t kMaxDim = int64_t(1) << 30, kMaxTiles = int64_t(1) << 30;  // int indexing
+  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim || ((g.M + 63) / 64) * ((g.N + 63) / 64) >= kMaxTiles)
+    return kOk;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();

@@ -4,17 +4,20 @@
 //   out[m, n] = sum_k a[m, k] * sa[k/128, m] * b[n, k] * sb[k/128, n/128]   (bf16 out)
 //
 // Both operands arrive K-major (the launcher makes K-major copies when they are not).
-// One CTA = 3 warpgroups: warpgroup 0 produces (one thread issues TMA loads of a BMx128 A
-// tile and a BNx128 B tile per stage into 128-byte-swizzled shared memory), warpgroups
-// 1 and 2 consume with wgmma (e4m3 x e4m3 -> f32). Each 128-deep K block is accumulated
-// into a scratch accumulator that is then promoted into the tile accumulator with the
-// block's scales (sa per row, sb per 128 columns) in fp32: this is where the block scaling
-// happens, and it also bounds the error of the tensor cores' inexact FP8 accumulation.
+// One CTA per SM: warpgroup 0 produces (one thread issues TMA loads of a BMx128 A tile and
+// a BNx128 B tile per stage into 128-byte-swizzled shared memory), the other 2 (3 for
+// BM = 192) consume with wgmma (e4m3 x e4m3 -> f32), each on its own 64-row (or, for
+// BM = 64, column) slice. Each 128-deep K block is accumulated into a scratch accumulator
+// that is then promoted into the tile accumulator with the block's scales (sa per row, sb
+// per 128 columns) in fp32: this is where the block scaling happens, and it also bounds
+// the error of the tensor cores' inexact FP8 accumulation. A consumer waits for its MMAs
+// before promoting; the other consumers' MMAs keep the tensor cores busy meanwhile.
+// Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores.
 //
 // Work distribution: tiles in a grouped raster, walked persistently by the grid. With
 // split > 1 the CTAs of a cluster (cluster dims split x 1 x 1) share one tile and take
 // consecutive K ranges; their fp32 partial tiles meet in distributed shared memory and
-// each CTA reduces and stores 1/split of the tile's rows (no workspace, deterministic).
+// each CTA reduces and stores 1/split of the tile (no workspace, deterministic).
 #include <cuda_bf16.h>
 
 #include "sm90_ptx.cuh"
@@ -23,10 +26,6 @@
 namespace fp8gemm::sm90 {
 
 constexpr int kBlockK = 128;  // K depth of a stage = the scale block
-constexpr int kThreads = 384;  // producer warpgroup + 2 consumer warpgroups
-constexpr int kConsumerWarps = 8;
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;
 constexpr int kSmemLimit = 227 * 1024;
 
 struct KernelParams {
@@ -42,15 +41,24 @@ struct KernelParams {
   int n_blocks;               // ceil(N / 128)
   uint16_t* out;
   int64_t out_sm, out_sn;
+  int sa_tma;                 // a_scale M-contiguous: TMA brings each stage's BM scales to smem
   int tma_store;              // out is row-major with 16-byte rows: stage in smem, TMA store
   int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
 };
 
 template <int BM, int BN>
 struct TileShape {
-  static_assert(BM == 64 || BM == 128, "BM");
-  static constexpr int kWgM = BM / 64;         // consumer warpgroups along M
-  static constexpr int kWgN = 2 / kWgM;        // consumer warpgroups along N
+  static_assert(BM == 64 || BM == 128 || BM == 192, "BM");
+  // One producer warpgroup and 2 consumer warpgroups (3 for BM = 192: one per 64 rows).
+  static constexpr int kConsumerWGs = BM == 192 ? 3 : 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWGs);
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  static constexpr int kConsumerWarps = 4 * kConsumerWGs;
+  // setmaxnreg budgets (multiples of 8; the sum over all threads fits the 64K registers)
+  static constexpr int kProducerRegs = kConsumerWGs == 3 ? 24 : 40;
+  static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : 232;
+  static constexpr int kWgM = BM / 64;                 // consumer warpgroups along M
+  static constexpr int kWgN = kConsumerWGs / kWgM;     // consumer warpgroups along N
   static constexpr int kWN = BN / kWgN;        // columns per consumer warpgroup
   static_assert(kWN == 64 || kWN == 128 || kWN == 256, "warpgroup tile width");
   // A warpgroup's columns are done in chunks of at most 128 (one wgmma width, one B scale):
@@ -59,11 +67,16 @@ struct TileShape {
   static constexpr int kChunkN = kWN < 128 ? kWN : 128;
   static constexpr int kChunks = kWN / kChunkN;
   static constexpr int kStageBytes = (BM + BN) * kBlockK;
-  static constexpr int kOutBytes = 2 * 64 * kChunkN * 2;  // bf16 staging, one chunk per warpgroup
+  static constexpr int kOutBytes = kConsumerWGs * 64 * kChunkN * 2;  // bf16 staging, a chunk per warpgroup
   static constexpr int kBarrierBytes = 256;
   static constexpr int kStagesFit = (kSmemLimit - 1024 - kOutBytes - kBarrierBytes) / kStageBytes;
   static constexpr int kStages = kStagesFit < 8 ? kStagesFit : 8;
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes;
+  // Room for each stage's BM A scales (a_scale M-contiguous) where it costs no stage.
+  static constexpr int kScaleBytes = kStages * BM * 4;
+  static constexpr bool kScalesFit =
+      1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + kScaleBytes <= kSmemLimit;
+  static constexpr int kSmemBytes =
+      1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + (kScalesFit ? kScaleBytes : 0);
   static constexpr int kRedStride = BN + 4;  // fp32 partial-tile row stride (split-K)
   static_assert(BM * kRedStride * 4 <= kStages * kStageBytes + kOutBytes, "split-K buffer");
   static_assert(kStages >= 2, "stages");
@@ -108,8 +121,8 @@ __device__ __forceinline__ uint16_t to_bf16(float x) {
 // ---------------- consumers ----------------
 template <int BM, int BN>
 __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
-                                         uint64_t* full, uint64_t* empty, int unit, int unit_stride, int rank,
-                                         int kb_begin, int kb_end) {
+                                         uint64_t* full, uint64_t* empty, const float* smem_sa, int unit,
+                                         int unit_stride, int rank, int kb_begin, int kb_end) {
   using T = TileShape<BM, BN>;
   constexpr int kWN = T::kWN;
   constexpr int kStages = T::kStages;
@@ -121,10 +134,10 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   const int warp = tid / 32;
   const int lane = threadIdx.x % 32;
 
-  regs_increase<kConsumerRegs>();
+  regs_increase<T::kConsumerRegs>();
   const int ci = wg - 1;
-  const int wg_m = T::kWgM == 2 ? ci : 0;
-  const int wg_n = T::kWgM == 2 ? 0 : ci;
+  const int wg_m = ci % T::kWgM;
+  const int wg_n = ci / T::kWgM;
   constexpr int kChunkN = T::kChunkN, kChunks = T::kChunks;
   float acc[kWN / 2];
 
@@ -150,8 +163,10 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     // Scales of block kb: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk}.
     auto load_scales = [&](int kb, float(&sc)[2 + kChunks]) {
       if (kb >= kb_end) return;
-      sc[0] = __ldg(sa0_ptr + int64_t(kb) * p.sa_kb);
-      sc[1] = __ldg(sa1_ptr + int64_t(kb) * p.sa_kb);
+      if (!p.sa_tma) {
+        sc[0] = __ldg(sa0_ptr + int64_t(kb) * p.sa_kb);
+        sc[1] = __ldg(sa1_ptr + int64_t(kb) * p.sa_kb);
+      }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c)
         sc[2 + c] = __ldg(sb_ptr + int64_t(min(sb_col + c, p.n_blocks - 1)) * p.sb_nb + int64_t(kb) * p.sb_kb);
@@ -183,12 +198,17 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     // Scales are loaded two blocks ahead (two register sets, loop unrolled by 2).
     auto step = [&](const float(&sc)[2 + kChunks]) {
       mbar_wait(&full[stage], phase);
+      float sa0 = sc[0], sa1 = sc[1];
+      if (p.sa_tma) {  // this stage's A scales, read before the stage is released
+        sa0 = smem_sa[stage * BM + row0 - m0];
+        sa1 = smem_sa[stage * BM + row1 - m0];
+      }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         issue(part, c);
         wgmma_wait<0>();
         if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
-        promote_regs(chunk_acc(c), part, sc[0] * sc[2 + c], sc[1] * sc[2 + c]);
+        promote_regs(chunk_acc(c), part, sa0 * sc[2 + c], sa1 * sc[2 + c]);
       }
       next_stage();
     };
@@ -208,7 +228,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 
     if (p.split > 1) {
       // ---- split-K: partial tiles meet in distributed shared memory ----
-      named_barrier(1, 256);  // both consumer warpgroups are done with the stage buffers
+      named_barrier(1, T::kConsumerThreads);  // all consumers are done with the stage buffers
       float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
       for (int j = 0; j < kWN / 8; ++j)
@@ -216,13 +236,15 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         for (int h = 0; h < 2; ++h) {
           const int r = wg_m * 64 + frag_row + 8 * h;
           const int c = wg_n * kWN + 8 * j + frag_col;
-          *reinterpret_cast<float2*>(&red[r * T::kRedStride + c]) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          *reinterpret_cast<float2*>(&red[r * T::kRedStride + c]) =
+              make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         }
       cluster_sync_all();
       // This CTA reduces float4 columns [lo, hi) of the tile (row-major order), 1/split of
       // it; all loads from one peer are issued before any is summed.
       constexpr int kItems = BM * BN / 4;
-      constexpr int kMaxIters = (kItems / 2 + 255) / 256;  // split >= 2
+      constexpr int kStride = T::kConsumerThreads;
+      constexpr int kMaxIters = (kItems / 2 + kStride - 1) / kStride;  // split >= 2
       const int lo = rank * kItems / p.split, hi = (rank + 1) * kItems / p.split;
       const int ct = threadIdx.x - 128;
       float4 sum[kMaxIters];
@@ -232,7 +254,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         const float* peer = dsmem_ptr(red, q);
 #pragma unroll
         for (int i = 0; i < kMaxIters; ++i) {
-          const int f = lo + ct + i * 256;
+          const int f = lo + ct + i * kStride;
           if (f >= hi) break;
           const int r = f / (BN / 4), c = (f % (BN / 4)) * 4;
           const float4 v = *reinterpret_cast<const float4*>(peer + r * T::kRedStride + c);
@@ -244,7 +266,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       }
 #pragma unroll
       for (int i = 0; i < kMaxIters; ++i) {
-        const int f = lo + ct + i * 256;
+        const int f = lo + ct + i * kStride;
         if (f >= hi) break;
         const int r = f / (BN / 4), c = (f % (BN / 4)) * 4;
         const int gr = m0 + r, gc = n0 + c;
@@ -306,9 +328,10 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 }
 
 template <int BM, int BN>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                         const __grid_constant__ CUtensorMap map_c, const KernelParams p) {
+                         const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_sa,
+                         const KernelParams p) {
   using T = TileShape<BM, BN>;
   constexpr int kStages = T::kStages;
 
@@ -319,6 +342,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_c + T::kOutBytes);
   uint64_t* empty = full + kStages;
+  float* smem_sa = reinterpret_cast<float*>(smem_c + T::kOutBytes + T::kBarrierBytes);  // if T::kScalesFit
 
   const int wg = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
@@ -337,18 +361,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumerWarps);
+      mbar_init(&empty[s], T::kConsumerWarps);
     }
     mbar_fence_init();
     tma_prefetch_desc(&map_a);
     tma_prefetch_desc(&map_b);
     if (p.tma_store) tma_prefetch_desc(&map_c);
+    if (p.sa_tma) tma_prefetch_desc(&map_sa);
   }
   __syncthreads();
 
   if (wg == 0) {
     // ---------------- producer ----------------
-    regs_decrease<kProducerRegs>();
+    regs_decrease<T::kProducerRegs>();
     int stage = 0;
     uint32_t phase = 0;
     for (int t = unit; t < p.num_tiles; t += unit_stride) {
@@ -357,8 +382,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         tile_coords(p, t, mb, nb);
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
-          mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
+          mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (p.sa_tma ? BM * 4 : 0));
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, mb * BM);
+          if (p.sa_tma) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
           tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, nb * BN);
           if (++stage == kStages) {
             stage = 0;
@@ -372,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   } else {
-    consumer<BM, BN>(map_c, p, smem, full, empty, unit, unit_stride, rank, kb_begin, kb_end);
+    consumer<BM, BN>(map_c, p, smem, full, empty, smem_sa, unit, unit_stride, rank, kb_begin, kb_end);
   }
 }
 

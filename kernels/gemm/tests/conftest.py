@@ -40,11 +40,7 @@ def device() -> torch.device:
 @pytest.fixture(scope="session")
 def fp8_dtype(device) -> torch.dtype:
     """The FP8 dtype native to the device: e4m3fnuz on ROCm (MI300), e4m3fn elsewhere."""
-    return (
-        torch.float8_e4m3fnuz
-        if device.type == "cuda" and torch.version.hip
-        else torch.float8_e4m3fn
-    )
+    return torch.float8_e4m3fnuz if device.type == "cuda" and torch.version.hip else torch.float8_e4m3fn
 
 
 @pytest.fixture

@@ -36,9 +36,7 @@ def test_compare_quick_on_cpu(tmp_path):
 
 
 def test_kernels_benchmark_small_workload(kernel, device):
-    spec = importlib.util.spec_from_file_location(
-        "benchmark_gemm", BENCHMARKS / "benchmark_gemm.py"
-    )
+    spec = importlib.util.spec_from_file_location("benchmark_gemm", BENCHMARKS / "benchmark_gemm.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     bench = module.Fp8BlockGemmBenchmark()

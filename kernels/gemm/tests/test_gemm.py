@@ -10,10 +10,9 @@ from reference import (
     RANKED_SHAPES,
     Layout,
     ceil_div,
-    judge,
     make_gemm_inputs,
     poisoned_out,
-    reference_gemm,
+    verify,
 )
 
 ALL_LAYOUTS = [Layout(*flags) for flags in itertools.product((True, False), repeat=5)]
@@ -25,7 +24,7 @@ def check_gemm(kernel, M, N, K, dtype, device, rng, layout=None):
     a, b, a_scale, b_scale, out = make_gemm_inputs(M, N, K, dtype, device, rng, layout)
     result = kernel.gemm(a, b, a_scale, b_scale, out)
     assert result is out
-    verdict = judge(out, reference_gemm(a, b, a_scale, b_scale))
+    verdict = verify(out, a, b, a_scale, b_scale)
     assert verdict.ok, f"gemm {M}x{N}x{K} {layout.name if layout else ''}: {verdict}"
 
 
@@ -38,7 +37,7 @@ def check_gemm_nt(kernel, M, N, K, dtype, device, rng):
     b_scale = torch.randn(nb, kb, generator=rng, device=device)
     out = poisoned_out(M, N, device)
     kernel.gemm_nt(a, b, a_scale, b_scale, out)
-    verdict = judge(out, reference_gemm(a, b.t(), a_scale.t(), b_scale.t()))
+    verdict = verify(out, a, b.t(), a_scale.t(), b_scale.t())
     assert verdict.ok, f"gemm_nt {M}x{N}x{K}: {verdict}"
 
 
@@ -71,7 +70,7 @@ def test_strided_views(kernel, device, fp8_dtype, rng, path):
     b_scale = torch.randn(3 * kb, nb + 1, generator=rng, device=device)[::3, 1:]
     out = poisoned_out(2 * M, 2 * N, device)[::2, 1::2]
     kernel.gemm(a, b, a_scale, b_scale, out)
-    verdict = judge(out, reference_gemm(a, b, a_scale, b_scale))
+    verdict = verify(out, a, b, a_scale, b_scale)
     assert verdict.ok, str(verdict)
 
 
@@ -85,7 +84,7 @@ def test_out_allocated(kernel, device, fp8_dtype, rng):
     a, b, a_scale, b_scale, _ = make_gemm_inputs(5, 7, 130, fp8_dtype, device, rng)
     out = kernel.gemm(a, b, a_scale, b_scale)
     assert out.shape == (5, 7) and out.dtype == torch.bfloat16 and out.device.type == device.type
-    assert judge(out, reference_gemm(a, b, a_scale, b_scale)).ok
+    assert verify(out, a, b, a_scale, b_scale).ok
 
 
 @pytest.mark.kernels_ci
@@ -112,7 +111,7 @@ def test_seeds_example(kernel, device, fp8_dtype):
     B_scale = torch.ones(K // QUANT_SIZE, N // QUANT_SIZE, device=device, dtype=torch.float32)
     C = torch.zeros(M, N, device=device, dtype=torch.bfloat16)
     result = kernel.gemm(A_fp8, B_fp8, A_scale, B_scale, C)
-    verdict = judge(result, reference_gemm(A_fp8, B_fp8, A_scale, B_scale))
+    verdict = verify(result, A_fp8, B_fp8, A_scale, B_scale)
     assert verdict.ok, str(verdict)
 
 

@@ -34,21 +34,15 @@ class Fp8Linear(nn.Module):
         self.fp8_dtype = fp8_dtype
         k_blocks = -(-in_features // SCALE_BLOCK)
         n_blocks = -(-out_features // SCALE_BLOCK)
-        self.register_buffer(
-            "weight", torch.zeros(out_features, in_features, dtype=fp8_dtype, device=device)
-        )
-        self.register_buffer(
-            "weight_scale", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device)
-        )
+        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=fp8_dtype, device=device))
+        self.register_buffer("weight_scale", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device))
         if bias:
             self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.bfloat16, device=device))
         else:
             self.register_parameter("bias", None)
 
     @classmethod
-    def from_linear(
-        cls, linear: nn.Linear, fp8_dtype: torch.dtype = torch.float8_e4m3fn
-    ) -> "Fp8Linear":
+    def from_linear(cls, linear: nn.Linear, fp8_dtype: torch.dtype = torch.float8_e4m3fn) -> "Fp8Linear":
         """Returns an ``Fp8Linear`` holding ``linear``'s weight quantized per 128x128 block.
 
         Args:
@@ -73,9 +67,7 @@ class Fp8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x @ weight.T + bias`` for ``x`` of shape ``(..., in_features)``."""
         if x.shape[-1] != self.in_features:
-            raise ValueError(
-                f"Fp8Linear: expected input (..., {self.in_features}), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"Fp8Linear: expected input (..., {self.in_features}), got {tuple(x.shape)}")
         tokens = x.reshape(-1, self.in_features)
         q, scale = quantize_per_token_group(tokens, SCALE_BLOCK, self.fp8_dtype)
         y = gemm_nt(q, self.weight, scale, self.weight_scale)
