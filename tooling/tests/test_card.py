@@ -198,3 +198,10 @@ def test_kbuild_init_writes_a_card_that_renders(tmp_path):
     }
     assert 'my_op = get_kernel("kernels-community/my-op", version=1)' in card
     assert "## Functions" in card and "No variant has been built yet." in card
+
+
+def test_gemm_card_states_what_rocm_support_means():
+    from kbuild.card import render_card
+
+    card = render_card(Path(__file__).resolve().parents[2] / "kernels" / "gemm")
+    assert "ROCm: compiled and algorithm-tested, not run on hardware by this project's CI" in card

@@ -152,10 +152,7 @@ def test_python_rule_matches_the_cpp_rule_and_fn_remap_is_exact(tmp_path):
 
 @pytest.mark.parametrize(
     "index",
-    [
-        pytest.param(i, marks=[pytest.mark.kernels_ci] if i in CI_RANKED else [pytest.mark.slow])
-        for i in range(18)
-    ],
+    [pytest.param(i, marks=[pytest.mark.kernels_ci] if i in CI_RANKED else [pytest.mark.slow]) for i in range(18)],
 )
 def test_model_ranked_shape(index):
     check_shape(*reference.RANKED_SHAPES[index], torch.float8_e4m3fnuz)
@@ -262,9 +259,7 @@ def storage_bytes(t: torch.Tensor) -> bytes:
     return torch.as_strided(t, (count,), (1,), 0).contiguous().view(torch.uint8).numpy().tobytes()
 
 
-def emulate(
-    emulator, workdir: Path, a, b, a_scale, b_scale, config=None, out_row_major=True
-) -> tuple[str, np.ndarray]:
+def emulate(emulator, workdir: Path, a, b, a_scale, b_scale, config=None, out_row_major=True) -> tuple[str, np.ndarray]:
     """Runs the kernels in emulation; returns the plan it ran and out as float32 values."""
     m, n = a.shape[0], b.shape[1]
     lines = [f"{m} {n} {a.shape[1]} {FORMAT_CODES[a.dtype]}"]
@@ -275,9 +270,7 @@ def emulate(
     (workdir / "problem.txt").write_text("\n".join(lines) + "\n")
     command = [str(emulator), str(workdir), *map(str, config or ())]
     plan = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
-    bits = torch.from_numpy(
-        np.frombuffer((workdir / "out.bin").read_bytes(), dtype=np.int16).copy()
-    )
+    bits = torch.from_numpy(np.frombuffer((workdir / "out.bin").read_bytes(), dtype=np.int16).copy())
     out = bits.view(torch.bfloat16).float()
     out = out.reshape(m, n) if out_row_major else out.reshape(n, m).t()
     return plan, out.contiguous().numpy()

@@ -1,4 +1,7 @@
-"""relu: out = max(x, 0) for float32, float16 and bfloat16 tensors."""
+"""relu: out = max(x, 0) for float32, float16 and bfloat16 tensors.
+
+CPU and CUDA builds are tested; ROCm (gfx942): compiled, not run on hardware by this project's CI.
+"""
 
 from __future__ import annotations
 
