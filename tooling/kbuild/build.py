@@ -110,10 +110,22 @@ def build_kernel(
 
 
 def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
-    """Write the generated CMake project of `kernel_dir` for `variant`; return the build tree."""
+    """Write the generated CMake project of `kernel_dir` for `variant`; return the build tree.
+
+    Any variant of the kernel's backends can be generated (rocm, metal, xpu included), also
+    where it cannot be built; torch's paths in it are those of this environment's torch."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
-    target = resolve_variant(manifest, variant)
+    if variant is None:
+        target = resolve_variant(manifest, None)
+    else:
+        target = Variant.parse(variant)
+        if target.backend not in manifest.backends:
+            raise KbuildError(
+                f"variant {variant} is for backend `{target.backend}`, which {manifest.name} does not list",
+                file=manifest.path,
+                fix=f"choose a variant for one of: {', '.join(manifest.backends)}",
+            )
     if target.kind == NOARCH:
         raise KbuildError(
             f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path

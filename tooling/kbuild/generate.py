@@ -161,7 +161,7 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     kernels = [_kernel_target(project, k) for k in manifest.kernels_for(backend)]
     kernel_dir = manifest.kernel_dir
     binding_sources = [(kernel_dir / s).as_posix() for s in manifest.torch.src if Path(s).suffix in COMPILED_SUFFIXES]
-    languages = ["CXX"] + ([DEVICE_LANGUAGES[backend]] if backend in ("cuda", "rocm") else [])
+    languages = ["CXX"] + ([DEVICE_LANGUAGES[backend]] if backend in ("cuda", "rocm", "metal") else [])
     cmake = TEMPLATES.get_template("CMakeLists.txt.j2").render(
         manifest_path=manifest.path,
         ops_name=project.ops_name,
