@@ -14,21 +14,26 @@ constexpr TileConfig kCandidates[] = {
     {128, 256, 2}, {192, 128, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
     {128, 128, 3}, {64, 256, 3},  {128, 64, 3}, {64, 128, 3},
     {128, 128, 4}, {64, 256, 4},  {128, 64, 4}, {64, 128, 4},
+    // widths that divide N = 576 / 1536 / 4608 into whole waves (NOTES-sm90.md run 16)
+    {192, 144, 1}, {128, 192, 1}, {128, 144, 1}, {128, 96, 1}, {64, 192, 1},
+    {128, 192, 2}, {128, 144, 2}, {64, 192, 2}, {128, 192, 3}, {128, 144, 3},
+    {128, 192, 4}, {128, 144, 4},
 };
 
 // The best configuration of the sweep of all candidates on the 18 ranked shapes (one H100
-// SXM; benchmarks/sm90_harness/sweep-2026-11-23-h100.csv, NOTES-sm90.md run 10). Used on
-// GPUs with that many SMs.
+// SXM; benchmarks/sm90_harness/sweep-2026-11-23-h100.csv, NOTES-sm90.md run 10), with #0,
+// #1, #2, #5 and #11 from the wave-quantization candidates (run 16, `harness waves`).
+// Used on GPUs with that many SMs.
 constexpr int kTunedSms = 132;
 struct TunedShape {
   int64_t M, N, K;
   TileConfig config;
 };
 constexpr TunedShape kTuned[] = {
-    {1024, 1536, 7168, {64, 256, 1}},  {1024, 3072, 1536, {128, 256, 1}}, {1024, 576, 7168, {128, 128, 2}},
-    {1024, 7168, 256, {192, 128, 1}},  {1024, 7168, 2048, {128, 256, 1}}, {1024, 4608, 7168, {192, 128, 1}},
+    {1024, 1536, 7168, {64, 192, 1}},  {1024, 3072, 1536, {128, 192, 1}}, {1024, 576, 7168, {64, 192, 2}},
+    {1024, 7168, 256, {192, 128, 1}},  {1024, 7168, 2048, {128, 256, 1}}, {1024, 4608, 7168, {128, 144, 1}},
     {1024, 7168, 2304, {128, 256, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
-    {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {128, 128, 1}},
+    {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {192, 144, 1}},
     {6144, 7168, 256, {192, 128, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
     {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
@@ -38,9 +43,18 @@ constexpr TunedShape kTuned[] = {
 // operand feed and the consumers' MMA -> wait -> promote latency set it), plus a fixed cost
 // per tile (pipeline fill, epilogue) and per split tile (cluster reduction).
 inline double kblock_us(const TileConfig& c) {
-  if (c.block_m == 192) return 0.78;
-  if (c.block_m == 128) return c.block_n == 256 ? 1.0 : c.block_n == 128 ? 0.56 : 0.43;
-  return c.block_n == 256 ? 0.57 : 0.47;
+  if (c.block_m == 192) return c.block_n == 144 ? 1.10 : 0.78;
+  if (c.block_m == 128) {
+    switch (c.block_n) {
+      case 256: return 1.0;
+      case 192: return 0.91;
+      case 144: return 0.74;
+      case 128: return 0.56;
+      case 96: return 0.63;
+      default: return 0.43;
+    }
+  }
+  return c.block_n == 256 ? 0.57 : c.block_n == 192 ? 0.59 : 0.47;
 }
 
 struct CostModel {

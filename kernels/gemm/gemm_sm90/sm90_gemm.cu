@@ -152,11 +152,18 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
 }
 
 template <int BM, int BN>
-Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_c, KernelParams p,
-              const GemmArgs& g, int device, int num_sms, cudaStream_t stream) {
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, KernelParams p, const GemmArgs& g, int device,
+              int num_sms, cudaStream_t stream) {
   using T = TileShape<BM, BN>;
   const KernelSetup& setup = kernel_setup<BM, BN>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
+  // Output boxes: 64x64 with 128-byte swizzle, or 64 x chunk width unswizzled (T::kSwizzledOut).
+  CUtensorMap map_c{};
+  if (p.tma_store &&
+      !make_map(&map_c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g.out, g.N, g.M,
+                g.M == 1 ? round_up(g.N * 2, 16) : g.out_stride_m * 2, T::kSwizzledOut ? 64 : T::kChunkN, 64,
+                T::kSwizzledOut ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE))
+    p.tma_store = 0;
 
   const int cluster_size = p.split;
   const int clusters = std::max(1, std::min(p.num_tiles, setup.clusters[cluster_size]));
@@ -189,9 +196,10 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensor
 }
 
 bool valid_config(const TileConfig& c) {
-  const bool tile = (c.block_m == 192 && c.block_n == 128) ||
-                    (c.block_m == 128 && (c.block_n == 256 || c.block_n == 128 || c.block_n == 64)) ||
-                    (c.block_m == 64 && (c.block_n == 128 || c.block_n == 256));
+  const bool tile = (c.block_m == 192 && (c.block_n == 128 || c.block_n == 144)) ||
+                    (c.block_m == 128 && (c.block_n == 256 || c.block_n == 192 || c.block_n == 144 ||
+                                          c.block_n == 128 || c.block_n == 96 || c.block_n == 64)) ||
+                    (c.block_m == 64 && (c.block_n == 128 || c.block_n == 192 || c.block_n == 256));
   return tile && c.split >= 1 && c.split <= kMaxSplit;
 }
 
@@ -267,20 +275,23 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.tma_store = config.split == 1 && out_rows && out_addr % 16 == 0 && out_rows_16;
   p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
 
-  CUtensorMap map_a{}, map_b{}, map_c{};
+  CUtensorMap map_a{}, map_b{};
   if (!make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes, kBlockK, BM) ||
       !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
     return "gemm_sm90: cannot encode the operands' TMA descriptors";
-  if (p.tma_store && !make_map(&map_c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g.out, g.N, g.M,
-                               g.M == 1 ? round_up(g.N * 2, 16) : g.out_stride_m * 2, 64, 64))
-    p.tma_store = 0;
 
-  if (BM == 192 && BN == 128) return launch<192, 128>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
-  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
-  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
-  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
-  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
-  return launch<64, 256>(map_a, map_b, map_c, p, g, device, info->num_sms, stream);
+  const int sms = info->num_sms;
+  if (BM == 192 && BN == 128) return launch<192, 128>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 192 && BN == 144) return launch<192, 144>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 128 && BN == 192) return launch<128, 192>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 128 && BN == 144) return launch<128, 144>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 128 && BN == 96) return launch<128, 96>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 64 && BN == 192) return launch<64, 192>(map_a, map_b, p, g, device, sms, stream);
+  return launch<64, 256>(map_a, map_b, p, g, device, sms, stream);
 }
 
 Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {

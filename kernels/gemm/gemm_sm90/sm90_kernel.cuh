@@ -60,18 +60,36 @@ struct TileShape {
   static constexpr int kWgM = BM / 64;                 // consumer warpgroups along M
   static constexpr int kWgN = kConsumerWGs / kWgM;     // consumer warpgroups along N
   static constexpr int kWN = BN / kWgN;        // columns per consumer warpgroup
-  static_assert(kWN == 64 || kWN == 128 || kWN == 256, "warpgroup tile width");
-  // A warpgroup's columns are done in chunks of at most 128 (one wgmma width, one B scale):
-  // each chunk's MMAs are promoted before the next chunk's, so only one chunk-sized
-  // scratch accumulator is live next to the full tile accumulator.
-  static constexpr int kChunkN = kWN < 128 ? kWN : 128;
+  static_assert(kWN == 64 || kWN == 72 || kWN == 96 || kWN == 128 || kWN == 144 || kWN == 192 || kWN == 256,
+                "warpgroup tile width");
+  // A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
+  // promoted before the next chunk's, so only one chunk-sized scratch accumulator is live
+  // next to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns
+  // (144 with two consumer warpgroups, which have the registers), else two halves.
+  static constexpr int kChunkN = kWN <= 128 || (kWN == 144 && kConsumerWGs == 2) ? kWN : kWN / 2;
   static constexpr int kChunks = kWN / kChunkN;
+  // B scales come per 128 columns. Chunks that do not divide 128 may straddle a boundary;
+  // then a warpgroup's kWN columns (which start at multiples of gcd(BN, kWN, 128)) span at
+  // most 2 scale blocks: it loads both and picks one per 8-column fragment group.
+  static constexpr bool kCross = 128 % kChunkN != 0;
+  static constexpr int gcd3(int a, int b, int c) {
+    while (b) { const int t = a % b; a = b; b = t; }
+    while (c) { const int t = a % c; a = c; c = t; }
+    return a;
+  }
+  static_assert(!kCross || kWN + 128 - gcd3(BN, kWN, 128) <= 256, "a warpgroup row spans at most 2 B scale blocks");
+  // Output staging: 64x64 boxes with 128-byte swizzle when the chunk is a multiple of 64
+  // columns, else one unswizzled box of 64 x kChunkN.
+  static constexpr bool kSwizzledOut = kChunkN % 64 == 0;
   static constexpr int kStageBytes = (BM + BN) * kBlockK;
   static constexpr int kOutBytes = kConsumerWGs * 64 * kChunkN * 2;  // bf16 staging, a chunk per warpgroup
   static constexpr int kBarrierBytes = 256;
   static constexpr int kStagesFit = (kSmemLimit - 1024 - kOutBytes - kBarrierBytes) / kStageBytes;
-  static constexpr int kStages = kStagesFit < 8 ? kStagesFit : 8;
-  // Room for each stage's BM A scales (a_scale M-contiguous) where it costs no stage.
+  static constexpr int kStagesMax = kStagesFit < 8 ? kStagesFit : 8;
+  // Room for each stage's BM A scales (a_scale M-contiguous) where it costs no stage; the
+  // widths that are not multiples of 128 give up a fifth stage for them (128x192).
+  static constexpr bool kScalesFitMax = 1024 + kStagesMax * (kStageBytes + BM * 4) + kOutBytes + kBarrierBytes <= kSmemLimit;
+  static constexpr int kStages = !kScalesFitMax && BN % 128 != 0 && kStagesMax == 5 ? 4 : kStagesMax;
   static constexpr int kScaleBytes = kStages * BM * 4;
   static constexpr bool kScalesFit =
       1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + kScaleBytes <= kSmemLimit;
@@ -108,6 +126,25 @@ __device__ __forceinline__ void promote_regs(float (&acc)[N], const float (&pt)[
         : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(s0), "f"(s1));
 }
 
+// The same where the columns from 8 * `first_hi_group` on take the second B scale: (s0, s1)
+// before, (t0, t1) from there.
+template <int N>
+__device__ __forceinline__ void promote_regs_cross(float (&acc)[N], const float (&pt)[N], float s0, float s1,
+                                                   float t0, float t1, int first_hi_group) {
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j) {
+    const bool hi = j >= first_hi_group;
+    const float u0 = hi ? t0 : s0, u1 = hi ? t1 : s1;
+    asm volatile(
+        "fma.rn.f32 %0, %4, %8, %0;\n"
+        "fma.rn.f32 %1, %5, %8, %1;\n"
+        "fma.rn.f32 %2, %6, %9, %2;\n"
+        "fma.rn.f32 %3, %7, %9, %3;"
+        : "+f"(acc[4 * j]), "+f"(acc[4 * j + 1]), "+f"(acc[4 * j + 2]), "+f"(acc[4 * j + 3])
+        : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(u0), "f"(u1));
+  }
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
@@ -139,6 +176,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   const int wg_m = ci % T::kWgM;
   const int wg_n = ci / T::kWgM;
   constexpr int kChunkN = T::kChunkN, kChunks = T::kChunks;
+  constexpr int kSc = T::kCross ? 4 : 2 + kChunks;
   float acc[kWN / 2];
 
   int stage = 0;
@@ -149,7 +187,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     const int m0 = mb * BM, n0 = nb * BN;
     const int row0 = m0 + wg_m * 64 + warp * 16 + lane / 4;
     const int row1 = row0 + 8;
-    const int sb_col = (n0 + wg_n * kWN) / 128;
+    const int col0 = n0 + wg_n * kWN;  // first column of this warpgroup
     const float* sa0_ptr = p.a_scale + int64_t(min(row0, p.M - 1)) * p.sa_m;
     const float* sa1_ptr = p.a_scale + int64_t(min(row1, p.M - 1)) * p.sa_m;
     const float* sb_ptr = p.b_scale;
@@ -160,16 +198,18 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 #pragma unroll
     for (int i = 0; i < kChunkN / 2; ++i) part[i] = 0.f;
 
-    // Scales of block kb: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk}.
-    auto load_scales = [&](int kb, float(&sc)[2 + kChunks]) {
+    // Scales of block kb: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk}, or
+    // with kCross {.., sb of the block of the warpgroup's first column, sb of the next}.
+    auto load_scales = [&](int kb, float(&sc)[kSc]) {
       if (kb >= kb_end) return;
       if (!p.sa_tma) {
         sc[0] = __ldg(sa0_ptr + int64_t(kb) * p.sa_kb);
         sc[1] = __ldg(sa1_ptr + int64_t(kb) * p.sa_kb);
       }
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c)
-        sc[2 + c] = __ldg(sb_ptr + int64_t(min(sb_col + c, p.n_blocks - 1)) * p.sb_nb + int64_t(kb) * p.sb_kb);
+      for (int c = 0; c < kSc - 2; ++c)
+        sc[2 + c] = __ldg(sb_ptr + int64_t(min(col0 / 128 + (T::kCross ? c : c * kChunkN / 128), p.n_blocks - 1)) * p.sb_nb +
+                          int64_t(kb) * p.sb_kb);
     };
     // Issues the MMAs of one column chunk of the current stage into `pt`.
     auto issue = [&](float(&pt)[kChunkN / 2], int c) {
@@ -190,13 +230,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     auto chunk_acc = [&](int c) -> float(&)[kChunkN / 2] {
       return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
     };
-    float sc0[2 + kChunks], sc1[2 + kChunks];
+    float sc0[kSc], sc1[kSc];
 
     // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. A second
     // scratch accumulator to overlap MMAs with promotion does not help: ptxas then waits
     // for every wgmma in flight before the promotion reads one (seen with nvcc 13.0).
     // Scales are loaded two blocks ahead (two register sets, loop unrolled by 2).
-    auto step = [&](const float(&sc)[2 + kChunks]) {
+    auto step = [&](const float(&sc)[kSc]) {
       mbar_wait(&full[stage], phase);
       float sa0 = sc[0], sa1 = sc[1];
       if (p.sa_tma) {  // this stage's A scales, read before the stage is released
@@ -208,7 +248,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         issue(part, c);
         wgmma_wait<0>();
         if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
-        promote_regs(chunk_acc(c), part, sa0 * sc[2 + c], sa1 * sc[2 + c]);
+        if constexpr (T::kCross) {
+          // fragment groups of this chunk before the block boundary (may be <= 0 or >= all)
+          const int first_hi = (128 - col0 % 128 - c * kChunkN) / 8;
+          promote_regs_cross(chunk_acc(c), part, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi);
+        } else {
+          promote_regs(chunk_acc(c), part, sa0 * sc[2 + c], sa1 * sc[2 + c]);
+        }
       }
       next_stage();
     };
@@ -295,17 +341,26 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = frag_row + 8 * h;
-            const int chunk16 = (j % 8) ^ (r % 8);
-            uint8_t* dst = cbuf + (j / 8) * 8192 + r * 128 + chunk16 * 16 + (lane % 4) * 4;
+            uint8_t* dst;
+            if constexpr (T::kSwizzledOut) {
+              const int chunk16 = (j % 8) ^ (r % 8);
+              dst = cbuf + (j / 8) * 8192 + r * 128 + chunk16 * 16 + (lane % 4) * 4;
+            } else {  // one row-major 64 x kChunkN box
+              dst = cbuf + r * (kChunkN * 2) + j * 16 + (lane % 4) * 4;
+            }
             const float* a = acc + c * (kChunkN / 2) + 4 * j + 2 * h;
             *reinterpret_cast<uint32_t*>(dst) = pack_bf16(a[0], a[1]);
           }
         fence_proxy_async_smem();
         named_barrier(2 + ci, 128);
         if (tid == 0) {
+          if constexpr (T::kSwizzledOut) {
 #pragma unroll
-          for (int box = 0; box < kChunkN / 64; ++box)
-            tma_store_2d(&map_c, cbuf + box * 8192, n0 + wg_n * kWN + c * kChunkN + box * 64, m0 + wg_m * 64);
+            for (int box = 0; box < kChunkN / 64; ++box)
+              tma_store_2d(&map_c, cbuf + box * 8192, n0 + wg_n * kWN + c * kChunkN + box * 64, m0 + wg_m * 64);
+          } else {
+            tma_store_2d(&map_c, cbuf, n0 + wg_n * kWN + c * kChunkN, m0 + wg_m * 64);
+          }
           tma_store_commit();
         }
       }

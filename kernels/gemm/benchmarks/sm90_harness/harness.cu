@@ -5,6 +5,7 @@
 //   harness check            all 29 reference shapes, odd shapes, all layouts, all configs
 //   harness sweep            every tile configuration on the 18 ranked shapes (CSV)
 //   harness bench            chosen configuration, K-major and column-major layouts, twice
+//   harness waves            the wave-quantization candidates on their shapes (check, then time)
 //   harness one M N K BM BN SPLIT   one K-major call after a warm-up (for profilers)
 //
 // Build (from the repository root; nvcc 13, no GPU needed to build):
@@ -342,6 +343,45 @@ int run_sweep() {
   return 0;
 }
 
+// Wave-quantization candidates (NOTES-sm90.md run 16): the new tile widths next to the
+// tuned configuration, on the ranked shapes they were computed for, with compare.py's
+// layout (a_scale M-contiguous) and row-major scales.
+struct WaveCase {
+  int shape;
+  TileConfig configs[7];  // entries left out are 128x128s1 (TileConfig's default)
+};
+const WaveCase kWaveCases[] = {
+    {0, {{64, 256, 1}, {128, 192, 2}, {128, 96, 1}, {64, 192, 1}, {128, 192, 1}, {128, 144, 2}, {0, 0, 0}}},
+    {1, {{128, 256, 1}, {128, 192, 1}, {128, 96, 1}, {128, 144, 1}, {0, 0, 0}}},
+    {2, {{128, 128, 2}, {128, 144, 3}, {128, 192, 4}, {128, 192, 3}, {128, 144, 2}, {64, 192, 2}, {128, 96, 1}}},
+    {5, {{192, 128, 1}, {128, 144, 1}, {128, 192, 1}, {128, 96, 1}, {128, 192, 2}, {0, 0, 0}}},
+    {9, {{192, 128, 1}, {128, 192, 1}, {192, 144, 1}, {0, 0, 0}}},
+    {11, {{128, 128, 1}, {192, 144, 1}, {128, 192, 1}, {128, 144, 1}, {192, 128, 1}, {0, 0, 0}}},
+    {16, {{192, 128, 1}, {192, 144, 1}, {128, 192, 1}, {0, 0, 0}}},
+};
+
+int run_waves() {
+  int fails = 0;
+  uint64_t seed = 9000;
+  for (const WaveCase& w : kWaveCases)  // correctness of each candidate on its shape first
+    for (const TileConfig& c : w.configs)
+      if (c.block_m != 0)
+        fails += !check(kRanked[w.shape].M, kRanked[w.shape].N, kRanked[w.shape].K, Layout::KMajorScaleMN, &c, ++seed);
+  std::printf("waves check: %d failure(s)\nwaves,#,M,N,K,config,samn_us,kmaj_us\n", fails);
+  for (const WaveCase& w : kWaveCases) {
+    const Shape& s = kRanked[w.shape];
+    Problem pm = make_problem(s.M, s.N, s.K, Layout::KMajorScaleMN, 800 + w.shape);
+    Problem pk = make_problem(s.M, s.N, s.K, Layout::KMajor, 900 + w.shape);
+    for (const TileConfig& c : w.configs)
+      if (c.block_m != 0)
+        std::printf("waves,%d,%lld,%lld,%lld,%s,%.2f,%.2f\n", w.shape, (long long)s.M, (long long)s.N, (long long)s.K,
+                    cfg_name(c).c_str(), time_us(pm.args, &c), time_us(pk.args, &c));
+    pm.release();
+    pk.release();
+  }
+  return fails;
+}
+
 int run_bench() {
   for (int round = 1; round <= 2; ++round) {
     std::printf("\nbench round %d (cold L2, median of 30, us)\n", round);
@@ -395,6 +435,7 @@ int main(int argc, char** argv) {
   if (mode == "check") return run_check() ? 1 : 0;
   if (mode == "sweep") return run_sweep();
   if (mode == "bench") return run_bench();
+  if (mode == "waves") return run_waves();
   if (mode == "one") return run_one(argc, argv);
   std::printf("usage: harness check|sweep|bench|one M N K BM BN SPLIT\n");
   return 2;
