@@ -153,7 +153,7 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
 
 template <int BM, int BN>
 Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, KernelParams p, const GemmArgs& g, int device,
-              int num_sms, cudaStream_t stream) {
+              int num_sms, cudaStream_t stream, bool after_copy) {
   using T = TileShape<BM, BN>;
   const KernelSetup& setup = kernel_setup<BM, BN>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
@@ -169,17 +169,26 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, KernelParams p
   const int clusters = std::max(1, std::min(p.num_tiles, setup.clusters[cluster_size]));
 
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = cluster_size;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2];
+  unsigned num_attrs = 0;
+  if (cluster_size > 1) {
+    attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[num_attrs].val.clusterDim.x = cluster_size;
+    attrs[num_attrs].val.clusterDim.y = 1;
+    attrs[num_attrs].val.clusterDim.z = 1;
+    ++num_attrs;
+  }
+  if (after_copy) {  // start while the operand copy drains; the kernel waits for it (griddepcontrol.wait)
+    attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[num_attrs].val.programmaticStreamSerializationAllowed = 1;
+    ++num_attrs;
+  }
   cfg.gridDim = dim3(unsigned(clusters * cluster_size));
   cfg.blockDim = dim3(T::kThreads);
   cfg.dynamicSmemBytes = T::kSmemBytes;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = cluster_size > 1 ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = num_attrs;
   // A scales M-contiguous in 16-byte aligned rows: TMA brings each stage's BM of them.
   CUtensorMap map_sa{};
   p.sa_tma = T::kScalesFit && g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
@@ -188,7 +197,13 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, KernelParams p
              make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
                       g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
                       CU_TENSOR_MAP_SWIZZLE_NONE);
-  if (cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, map_sa, p) != cudaSuccess) {
+  cudaError_t err = cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, map_sa, p);
+  if (err != cudaSuccess && after_copy) {  // no programmatic launch here: plain stream order
+    cudaGetLastError();
+    cfg.numAttrs = num_attrs - 1;
+    err = cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, map_sa, p);
+  }
+  if (err != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: kernel launch failed";
   }
@@ -242,9 +257,11 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   const KMajor a = plan_operand(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K, scratch, &copy_a);
   if (copy_a.tiles > 0) scratch += copy_bytes(g.M, g.K);
   const KMajor b = plan_operand(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K, scratch, &copy_b);
-  if (copy_a.tiles + copy_b.tiles > 0) {
+  const bool after_copy = copy_a.tiles + copy_b.tiles > 0;
+  if (after_copy) {
     const CopyJobs jobs{{copy_a.tiles > 0 ? copy_a : copy_b, copy_a.tiles > 0 ? copy_b : copy_a}};
-    to_k_major_kernel<<<unsigned(copy_a.tiles + copy_b.tiles), kCopyThreads, 0, stream>>>(jobs, int(g.K));
+    to_k_major_kernel<kCopyRows, kCopyK><<<unsigned(copy_a.tiles + copy_b.tiles), kCopyThreads, 0, stream>>>(
+        jobs, int(g.K));
     if (cudaGetLastError() != cudaSuccess) return "gemm_sm90: operand copy launch failed";
   }
 
@@ -281,17 +298,17 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
     return "gemm_sm90: cannot encode the operands' TMA descriptors";
 
   const int sms = info->num_sms;
-  if (BM == 192 && BN == 128) return launch<192, 128>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 192 && BN == 144) return launch<192, 144>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 128 && BN == 192) return launch<128, 192>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 128 && BN == 144) return launch<128, 144>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 128 && BN == 96) return launch<128, 96>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, p, g, device, sms, stream);
-  if (BM == 64 && BN == 192) return launch<64, 192>(map_a, map_b, p, g, device, sms, stream);
-  return launch<64, 256>(map_a, map_b, p, g, device, sms, stream);
+  if (BM == 192 && BN == 128) return launch<192, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 192 && BN == 144) return launch<192, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 192) return launch<128, 192>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 144) return launch<128, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 96) return launch<128, 96>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 64 && BN == 192) return launch<64, 192>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  return launch<64, 256>(map_a, map_b, p, g, device, sms, stream, after_copy);
 }
 
 Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {

@@ -425,6 +425,10 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (p.sa_tma) tma_prefetch_desc(&map_sa);
   }
   __syncthreads();
+  // Launched right after the operand copy (programmatic dependent launch): everything above
+  // overlaps the copy's tail; nothing below reads or writes global memory before it is done.
+  // Without that launch attribute this returns at once.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {
     // ---------------- producer ----------------
@@ -475,53 +479,92 @@ struct CopyJobs {
 };
 constexpr int kCopyRows = 128, kCopyK = 128, kCopyThreads = 256;
 
+// 4x4 byte transpose: in[j] holds byte e of row e for K index j; out[e] holds, for row e,
+// the 4 bytes of K index 0..3 (little-endian, lowest K first).
+__device__ __forceinline__ void transpose4x4(const uint32_t (&in)[4], uint32_t (&out)[4]) {
+  const uint32_t t0 = __byte_perm(in[0], in[1], 0x5140), t1 = __byte_perm(in[0], in[1], 0x7362);
+  const uint32_t t2 = __byte_perm(in[2], in[3], 0x5140), t3 = __byte_perm(in[2], in[3], 0x7362);
+  out[0] = __byte_perm(t0, t2, 0x5410);
+  out[1] = __byte_perm(t0, t2, 0x7632);
+  out[2] = __byte_perm(t1, t3, 0x5410);
+  out[3] = __byte_perm(t1, t3, 0x7632);
+}
+
 // Copies both operands in one launch (the first job's tiles, then the second's), through
-// shared memory in 128-row x 128-byte tiles: 16-byte loads along the rows when they are
-// contiguous, 16-byte stores along K (whole 128-byte lines). In shared memory the 4-byte
-// words of a tile row are XOR-swizzled by (row / 16) so that the threads writing one
-// column hit different banks.
+// shared memory in R-row x KT-byte tiles. Contiguous rows (the challenge layout): each
+// thread loads 4 K-rows x 16 row-bytes (four 16-byte loads, a warp covers 128-byte runs),
+// transposes 4x4 byte blocks in registers (byte_perm) and stores 4-byte words of 4 K
+// values; the read side takes 16-byte K chunks and stores whole 128-byte lines. A tile row
+// holds KT bytes; its 16-byte chunks are XORed with (row / 16) % 8, so the word stores of a
+// warp hit 32 different banks and each 16-byte chunk stays whole (one LDS.128, conflict-free
+// per quarter warp). Lets the dependent GEMM launch early (programmatic dependent launch:
+// the GEMM waits with griddepcontrol.wait before touching global memory).
+template <int R, int KT>
 __global__ void __launch_bounds__(kCopyThreads) to_k_major_kernel(const __grid_constant__ CopyJobs jobs, int K) {
-  constexpr int kRowBytes = kCopyK + 16;
-  __shared__ __align__(16) uint8_t tile[kCopyRows * kRowBytes];
-  auto at = [&](int r, int k) -> uint8_t& { return tile[r * kRowBytes + (k ^ (4 * (r / 16)))]; };
+  static_assert(R % 128 == 0 && KT % 128 == 0 && (R * KT / 64) % kCopyThreads == 0, "copy tile");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  __shared__ __align__(16) uint32_t tile[R * KT / 4];
+  auto word = [&](int r, int kw) -> uint32_t* { return &tile[r * (KT / 4) + (kw ^ (4 * ((r / 16) % 8)))]; };
   const int second = int(blockIdx.x) >= jobs.job[0].tiles;
   const CopyJob& j = jobs.job[second];
   const int t = int(blockIdx.x) - (second ? jobs.job[0].tiles : 0);
-  const int r0 = (t % j.tiles_rows) * kCopyRows, k0 = (t / j.tiles_rows) * kCopyK;
+  const int r0 = (t % j.tiles_rows) * R, k0 = (t / j.tiles_rows) * KT;
   if (j.vec) {
+    constexpr int kGroupsR = R / 128;  // 128-row groups of a tile
 #pragma unroll
-    for (int i = 0; i < kCopyRows * kCopyK / 16 / kCopyThreads; ++i) {
-      const int idx = threadIdx.x + i * kCopyThreads;
-      const int k = idx / (kCopyRows / 16), c = (idx % (kCopyRows / 16)) * 16;  // 16 rows of one column
-      uint8_t v[16];
-      if (k0 + k < K && r0 + c + 16 <= j.rows) {
-        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(j.src + int64_t(k0 + k) * j.s_k + r0 + c);
-      } else {
+    for (int i = 0; i < R * KT / 64 / kCopyThreads; ++i) {
+      const int u = int(threadIdx.x) + i * kCopyThreads;
+      const int g = u / 32, l = u % 32;
+      const int kq = (g / kGroupsR) * 4 + l / 8;        // K rows 4*kq .. 4*kq + 3 of the tile
+      const int c = ((g % kGroupsR) * 8 + l % 8) * 16;  // tile rows c .. c + 15
+      uint32_t x[4][4];                                 // x[q][w]: K row 4*kq + q, rows c + 4w .. c + 4w + 3
 #pragma unroll
-        for (int e = 0; e < 16; ++e)
-          v[e] = (k0 + k < K && r0 + c + e < j.rows) ? j.src[int64_t(k0 + k) * j.s_k + r0 + c + e] : 0;
+      for (int q = 0; q < 4; ++q) {
+        const int k = k0 + 4 * kq + q;
+        const uint8_t* src = j.src + int64_t(k) * j.s_k + r0 + c;
+        if (k < K && r0 + c + 16 <= j.rows) {
+          const uint4 v = *reinterpret_cast<const uint4*>(src);
+          x[q][0] = v.x;
+          x[q][1] = v.y;
+          x[q][2] = v.z;
+          x[q][3] = v.w;
+        } else {
+#pragma unroll
+          for (int w = 0; w < 4; ++w) {
+            uint32_t acc = 0;
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (k < K && r0 + c + 4 * w + e < j.rows) acc |= uint32_t(src[4 * w + e]) << (8 * e);
+            x[q][w] = acc;
+          }
+        }
       }
 #pragma unroll
-      for (int e = 0; e < 16; ++e) at(c + e, k) = v[e];
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t in[4] = {x[0][w], x[1][w], x[2][w], x[3][w]};
+        uint32_t out[4];
+        transpose4x4(in, out);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) *word(c + 4 * w + e, kq) = out[e];
+      }
     }
   } else {
     const bool k_inner = j.s_k == 1;  // walk the source along its contiguous dimension
-    for (int idx = threadIdx.x; idx < kCopyRows * kCopyK; idx += kCopyThreads) {
-      const int r = k_inner ? idx / kCopyK : idx % kCopyRows;
-      const int k = k_inner ? idx % kCopyK : idx / kCopyRows;
-      at(r, k) = (r0 + r < j.rows && k0 + k < K) ? j.src[int64_t(r0 + r) * j.s_row + int64_t(k0 + k) * j.s_k] : 0;
+    for (int idx = threadIdx.x; idx < R * KT; idx += kCopyThreads) {
+      const int r = k_inner ? idx / KT : idx % R;
+      const int k = k_inner ? idx % KT : idx / R;
+      reinterpret_cast<uint8_t*>(word(r, k / 4))[k % 4] =
+          (r0 + r < j.rows && k0 + k < K) ? j.src[int64_t(r0 + r) * j.s_row + int64_t(k0 + k) * j.s_k] : 0;
     }
   }
   __syncthreads();
 #pragma unroll
-  for (int i = 0; i < kCopyRows * kCopyK / 16 / kCopyThreads; ++i) {
-    const int idx = threadIdx.x + i * kCopyThreads;
-    const int r = idx / (kCopyK / 16), c = (idx % (kCopyK / 16)) * 16;  // 16 columns of one row
-    if (r0 + r >= j.rows || k0 + c >= j.pitch) continue;
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) w[q] = *reinterpret_cast<const uint32_t*>(&at(r, c + 4 * q));
-    *reinterpret_cast<uint4*>(j.dst + int64_t(r0 + r) * j.pitch + k0 + c) = make_uint4(w[0], w[1], w[2], w[3]);
+  for (int i = 0; i < R * KT / 16 / kCopyThreads; ++i) {
+    const int idx = int(threadIdx.x) + i * kCopyThreads;
+    const int r = idx / (KT / 16), q = idx % (KT / 16);  // 16 K values 16q .. 16q + 15 of row r
+    if (r0 + r >= j.rows || k0 + 16 * q >= j.pitch) continue;
+    *reinterpret_cast<uint4*>(j.dst + int64_t(r0 + r) * j.pitch + k0 + 16 * q) =
+        *reinterpret_cast<const uint4*>(word(r, 4 * q));
   }
 }
 

@@ -7,6 +7,9 @@
 //   harness bench            chosen configuration, K-major and column-major layouts, twice
 //   harness waves            the wave-quantization candidates on their shapes (check, then time)
 //   harness one M N K BM BN SPLIT   one K-major call after a warm-up (for profilers)
+//   harness copy             the operand copy alone (challenge layout -> K-major) on the 18
+//                            shapes: run 16's kernel vs the register-transpose tiles, checked
+//                            byte for byte against a host transpose, cold L2, median of 30
 //
 // Build (from the repository root; nvcc 13, no GPU needed to build):
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm -o harness \
@@ -23,6 +26,7 @@
 
 #include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_gemm.h"
+#include "gemm_sm90/sm90_kernel.cuh"
 
 using fp8gemm::GemmArgs;
 using fp8gemm::sm90::TileConfig;
@@ -416,6 +420,146 @@ int run_bench() {
   return 0;
 }
 
+// ---- the operand copy alone -----------------------------------------------------------
+using fp8gemm::sm90::CopyJob;
+using fp8gemm::sm90::CopyJobs;
+
+// Run 16's copy kernel (byte stores into a padded, swizzled tile), the baseline.
+__global__ void __launch_bounds__(256) copy_run16(const __grid_constant__ CopyJobs jobs, int K) {
+  constexpr int kRows = 128, kK = 128, kThreads = 256, kRowBytes = kK + 16;
+  __shared__ __align__(16) uint8_t tile[kRows * kRowBytes];
+  auto at = [&](int r, int k) -> uint8_t& { return tile[r * kRowBytes + (k ^ (4 * (r / 16)))]; };
+  const int second = int(blockIdx.x) >= jobs.job[0].tiles;
+  const CopyJob& j = jobs.job[second];
+  const int t = int(blockIdx.x) - (second ? jobs.job[0].tiles : 0);
+  const int r0 = (t % j.tiles_rows) * kRows, k0 = (t / j.tiles_rows) * kK;
+#pragma unroll
+  for (int i = 0; i < kRows * kK / 16 / kThreads; ++i) {
+    const int idx = threadIdx.x + i * kThreads;
+    const int k = idx / (kRows / 16), c = (idx % (kRows / 16)) * 16;
+    uint8_t v[16];
+    if (k0 + k < K && r0 + c + 16 <= j.rows) {
+      *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(j.src + int64_t(k0 + k) * j.s_k + r0 + c);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 16; ++e)
+        v[e] = (k0 + k < K && r0 + c + e < j.rows) ? j.src[int64_t(k0 + k) * j.s_k + r0 + c + e] : 0;
+    }
+#pragma unroll
+    for (int e = 0; e < 16; ++e) at(c + e, k) = v[e];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kRows * kK / 16 / kThreads; ++i) {
+    const int idx = threadIdx.x + i * kThreads;
+    const int r = idx / (kK / 16), c = (idx % (kK / 16)) * 16;
+    if (r0 + r >= j.rows || k0 + c >= j.pitch) continue;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w[q] = *reinterpret_cast<const uint32_t*>(&at(r, c + 4 * q));
+    *reinterpret_cast<uint4*>(j.dst + int64_t(r0 + r) * j.pitch + k0 + c) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// variant 0: run 16's kernel; 1..3: to_k_major_kernel<128,128>, <256,128>, <128,256>
+const char* const kCopyNames[] = {"run16_128x128", "reg_128x128", "reg_256x128", "reg_128x256"};
+
+void launch_copy(int variant, const uint8_t* a, const uint8_t* b, int64_t M, int64_t N, int64_t K, uint8_t* da,
+                 uint8_t* db) {
+  const int R = variant == 2 ? 256 : 128, KT = variant == 3 ? 256 : 128;
+  const int64_t pitch = (K + 15) / 16 * 16;
+  auto job = [&](const uint8_t* src, int64_t rows, uint8_t* dst) {
+    CopyJob j{};
+    j.src = src;
+    j.s_row = 1;
+    j.s_k = rows;
+    j.rows = int(rows);
+    j.dst = dst;
+    j.pitch = pitch;
+    j.tiles_rows = int((rows + R - 1) / R);
+    j.tiles = j.tiles_rows * int((K + KT - 1) / KT);
+    j.vec = rows % 16 == 0;
+    return j;
+  };
+  const CopyJobs jobs{{job(a, M, da), job(b, N, db)}};
+  const unsigned tiles = unsigned(jobs.job[0].tiles + jobs.job[1].tiles);
+  if (variant == 0) copy_run16<<<tiles, 256>>>(jobs, int(K));
+  if (variant == 1) fp8gemm::sm90::to_k_major_kernel<128, 128><<<tiles, 256>>>(jobs, int(K));
+  if (variant == 2) fp8gemm::sm90::to_k_major_kernel<256, 128><<<tiles, 256>>>(jobs, int(K));
+  if (variant == 3) fp8gemm::sm90::to_k_major_kernel<128, 256><<<tiles, 256>>>(jobs, int(K));
+  CK(cudaGetLastError());
+}
+
+int run_copy() {
+  int fails = 0;
+  const int64_t kOdd[][3] = {{1000, 1100, 1500}, {16, 48, 130}, {1024, 576, 300}, {200, 72, 4000}};
+  std::vector<Shape> shapes(std::begin(kRanked), std::end(kRanked));
+  for (const auto& o : kOdd) shapes.push_back({o[0], o[1], o[2], 0, 0});
+  std::printf("copy,#,M,N,K,MB_moved,variant,us,TB_s,check\n");
+  double lg[4] = {};
+  int idx = 0;
+  for (const Shape& s : shapes) {
+    const int64_t pitch = (s.K + 15) / 16 * 16;
+    uint8_t *a, *b, *da, *db;
+    CK(cudaMalloc(&a, s.M * s.K));
+    CK(cudaMalloc(&b, s.N * s.K));
+    CK(cudaMalloc(&da, s.M * pitch));
+    CK(cudaMalloc(&db, s.N * pitch));
+    fill_fp8<<<1024, 256>>>(a, s.M * s.K, 77 + idx);
+    fill_fp8<<<1024, 256>>>(b, s.N * s.K, 99 + idx);
+    std::vector<uint8_t> ha(s.M * s.K), hb(s.N * s.K), ga(s.M * pitch), gb(s.N * pitch);
+    CK(cudaMemcpy(ha.data(), a, ha.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb.data(), b, hb.size(), cudaMemcpyDeviceToHost));
+    const double mb = 2.0 * double(s.M + s.N) * double(s.K) / 1e6;
+    for (int v = 0; v < 4; ++v) {
+      if (v == 0 && (s.M % 16 != 0 || s.N % 16 != 0)) continue;  // the baseline here has no byte path
+      CK(cudaMemset(da, 0xAB, s.M * pitch));
+      CK(cudaMemset(db, 0xAB, s.N * pitch));
+      launch_copy(v, a, b, s.M, s.N, s.K, da, db);
+      CK(cudaDeviceSynchronize());
+      CK(cudaMemcpy(ga.data(), da, ga.size(), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(gb.data(), db, gb.size(), cudaMemcpyDeviceToHost));
+      bool ok = true;
+      for (int64_t r = 0; r < s.M && ok; ++r)
+        for (int64_t k = 0; k < pitch; ++k)
+          if (ga[r * pitch + k] != (k < s.K ? ha[k * s.M + r] : 0)) { ok = false; break; }
+      for (int64_t r = 0; r < s.N && ok; ++r)
+        for (int64_t k = 0; k < pitch; ++k)
+          if (gb[r * pitch + k] != (k < s.K ? hb[k * s.N + r] : 0)) { ok = false; break; }
+      fails += !ok;
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
+      std::vector<float> ts;
+      for (int i = 0; i < 33; ++i) {
+        CK(cudaMemsetAsync(g_flush, 0, kFlushBytes, 0));
+        CK(cudaEventRecord(e0, 0));
+        launch_copy(v, a, b, s.M, s.N, s.K, da, db);
+        CK(cudaEventRecord(e1, 0));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 3) ts.push_back(ms * 1000.f);
+      }
+      CK(cudaEventDestroy(e0));
+      CK(cudaEventDestroy(e1));
+      std::sort(ts.begin(), ts.end());
+      const double us = ts[ts.size() / 2];
+      if (idx < 18) lg[v] += std::log(us);
+      std::printf("copy,%d,%lld,%lld,%lld,%.1f,%s,%.2f,%.2f,%s\n", idx, (long long)s.M, (long long)s.N,
+                  (long long)s.K, mb, kCopyNames[v], us, mb / us, ok ? "PASS" : "FAIL");
+    }
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+    CK(cudaFree(da));
+    CK(cudaFree(db));
+    ++idx;
+  }
+  for (int v = 0; v < 4; ++v) std::printf("copy geomean (18 shapes) %s: %.2f us\n", kCopyNames[v], std::exp(lg[v] / 18));
+  std::printf("copy check: %d failure(s)\n", fails);
+  return fails;
+}
+
 int run_one(int argc, char** argv) {
   if (argc < 8) return 2;
   const TileConfig c{std::atoi(argv[5]), std::atoi(argv[6]), std::atoi(argv[7])};
@@ -437,6 +581,7 @@ int main(int argc, char** argv) {
   if (mode == "bench") return run_bench();
   if (mode == "waves") return run_waves();
   if (mode == "one") return run_one(argc, argv);
+  if (mode == "copy") return run_copy();
   std::printf("usage: harness check|sweep|bench|one M N K BM BN SPLIT\n");
   return 2;
 }
