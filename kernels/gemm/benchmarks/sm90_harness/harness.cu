@@ -6,7 +6,9 @@
 //   harness sweep            every tile configuration on the 18 ranked shapes (CSV)
 //   harness bench            chosen configuration, K-major and column-major layouts, twice
 //   harness waves            the wave-quantization candidates on their shapes (check, then time)
-//   harness one M N K BM BN SPLIT   one K-major call after a warm-up (for profilers)
+//   harness one M N K BM BN SPLIT [mn]   one K-major call after a warm-up (for profilers;
+//                            mn: a_scale M-contiguous, compare.py's layout)
+//   harness ab M N K BM BN SPLIT [BM BN SPLIT ...]   same-machine A/B, 5 interleaved rounds
 //   harness copy             the operand copy alone (challenge layout -> K-major) on the 18
 //                            shapes: run 16's kernel vs the register-transpose tiles, checked
 //                            byte for byte against a host transpose, cold L2, median of 30
@@ -563,10 +565,45 @@ int run_copy() {
 int run_one(int argc, char** argv) {
   if (argc < 8) return 2;
   const TileConfig c{std::atoi(argv[5]), std::atoi(argv[6]), std::atoi(argv[7])};
-  Problem p = make_problem(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), Layout::KMajor, 3);
+  const Layout layout = (argc > 8 && std::string(argv[8]) == "mn") ? Layout::KMajorScaleMN : Layout::KMajor;
+  Problem p = make_problem(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), layout, 3);
   std::printf("%s: %.2f us\n", cfg_name(c).c_str(), time_us(p.args, &c, 3));
   p.release();
   return 0;
+}
+
+// Same-machine A/B: harness ab M N K BM BN SPLIT [BM BN SPLIT ...]: each configuration checked
+// (compare.py's layout, a_scale M-contiguous), then timed in 5 interleaved rounds of a median
+// of 30 (cold L2) in both scale layouts; prints each round and the median of the rounds.
+int run_ab(int argc, char** argv) {
+  if (argc < 8 || (argc - 5) % 3 != 0) return 2;
+  const int64_t M = std::atoll(argv[2]), N = std::atoll(argv[3]), K = std::atoll(argv[4]);
+  std::vector<TileConfig> cs;
+  for (int i = 5; i + 2 < argc; i += 3) cs.push_back(TileConfig{std::atoi(argv[i]), std::atoi(argv[i + 1]), std::atoi(argv[i + 2])});
+  int fails = 0;
+  uint64_t seed = 7000;
+  for (const TileConfig& c : cs) fails += !check(M, N, K, Layout::KMajorScaleMN, &c, ++seed);
+  Problem pm = make_problem(M, N, K, Layout::KMajorScaleMN, 71);
+  Problem pk = make_problem(M, N, K, Layout::KMajor, 72);
+  std::vector<std::vector<double>> tm(cs.size()), tk(cs.size());
+  for (int r = 0; r < 5; ++r)
+    for (size_t i = 0; i < cs.size(); ++i) {
+      tm[i].push_back(time_us(pm.args, &cs[i]));
+      tk[i].push_back(time_us(pk.args, &cs[i]));
+      std::printf("ab,%lld,%lld,%lld,round%d,%s,%.2f,%.2f\n", (long long)M, (long long)N, (long long)K, r,
+                  cfg_name(cs[i]).c_str(), tm[i].back(), tk[i].back());
+    }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    std::sort(tm[i].begin(), tm[i].end());
+    std::sort(tk[i].begin(), tk[i].end());
+    std::printf("ab-median,%lld,%lld,%lld,%s,samn %.2f (%.2f..%.2f),kmaj %.2f (%.2f..%.2f)\n", (long long)M,
+                (long long)N, (long long)K, cfg_name(cs[i]).c_str(), tm[i][2], tm[i][0], tm[i][4], tk[i][2], tk[i][0],
+                tk[i][4]);
+  }
+  std::printf("ab check: %d failure(s)\n", fails);
+  pm.release();
+  pk.release();
+  return fails;
 }
 
 int main(int argc, char** argv) {
@@ -582,6 +619,7 @@ int main(int argc, char** argv) {
   if (mode == "waves") return run_waves();
   if (mode == "one") return run_one(argc, argv);
   if (mode == "copy") return run_copy();
-  std::printf("usage: harness check|sweep|bench|one M N K BM BN SPLIT\n");
+  if (mode == "ab") return run_ab(argc, argv);
+  std::printf("usage: harness check|sweep|bench|waves|copy|one M N K BM BN SPLIT [mn]|ab M N K BM BN SPLIT [...]\n");
   return 2;
 }
