@@ -32,6 +32,26 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def parse_variant_for(manifest: Manifest, name: str) -> Variant:
+    """Parse a variant name and check that the kernel has its backend."""
+    variant = Variant.parse(name)
+    if variant.backend not in manifest.backends:
+        raise KbuildError(
+            f"variant {name} is for backend `{variant.backend}`, which {manifest.name} does not list",
+            file=manifest.path,
+            fix=f"choose a variant for one of: {', '.join(manifest.backends)}",
+        )
+    return variant
+
+
+def project_for(manifest: Manifest, variant: Variant) -> Project:
+    """The build tree of `variant`, named after the kernel sources' current uid."""
+    uid = gitrepo.source_uid(manifest.kernel_dir)
+    return Project(
+        manifest, variant, ops_name(manifest, variant.backend, uid), manifest.kernel_dir / ".kbuild" / variant.name
+    )
+
+
 def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
     """The variant to build: the requested one if this environment can build it, else detected."""
     if manifest.is_noarch:
@@ -51,13 +71,7 @@ def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
                 )
             variant = detect_variant("cpu", kind=kind)
         return variant
-    wanted = Variant.parse(requested)
-    if wanted.backend not in manifest.backends:
-        raise KbuildError(
-            f"variant {requested} is for backend `{wanted.backend}`, which {manifest.name} does not list",
-            file=manifest.path,
-            fix=f"choose a variant for one of: {', '.join(manifest.backends)}",
-        )
+    wanted = parse_variant_for(manifest, requested)
     available = detect_variant(wanted.backend if wanted.backend == "cpu" else None, kind=wanted.kind)
     if available != wanted:
         raise KbuildError(
@@ -94,8 +108,7 @@ def build_kernel(
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     target = resolve_variant(manifest, variant)
-    uid = gitrepo.source_uid(kernel_dir)
-    project = Project(manifest, target, ops_name(manifest, target.backend, uid), kernel_dir / ".kbuild" / target.name)
+    project = project_for(manifest, target)
     started = time.monotonic()
     log(f"kbuild: {manifest.name} -> {target.name} ({project.ops_name})")
     library = None
@@ -119,19 +132,12 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
     if variant is None:
         target = resolve_variant(manifest, None)
     else:
-        target = Variant.parse(variant)
-        if target.backend not in manifest.backends:
-            raise KbuildError(
-                f"variant {variant} is for backend `{target.backend}`, which {manifest.name} does not list",
-                file=manifest.path,
-                fix=f"choose a variant for one of: {', '.join(manifest.backends)}",
-            )
+        target = parse_variant_for(manifest, variant)
     if target.kind == NOARCH:
         raise KbuildError(
             f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path
         )
-    uid = gitrepo.source_uid(kernel_dir)
-    project = Project(manifest, target, ops_name(manifest, target.backend, uid), kernel_dir / ".kbuild" / target.name)
+    project = project_for(manifest, target)
     write_project(project, find_torch())
     return project.build_dir
 
