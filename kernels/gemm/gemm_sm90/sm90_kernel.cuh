@@ -11,7 +11,10 @@
 // that is then promoted into the tile accumulator with the block's scales (sa per row, sb
 // per 128 columns) in fp32: this is where the block scaling happens, and it also bounds
 // the error of the tensor cores' inexact FP8 accumulation. A consumer waits for its MMAs
-// before promoting; the other consumers' MMAs keep the tensor cores busy meanwhile.
+// before promoting; the other consumers' MMAs keep the tensor cores busy meanwhile. For
+// that the consumers take turns to issue their MMAs (a token passed round through named
+// barriers): issued together, their MMAs would interleave in the tensor pipe, finish
+// together, and all consumers would promote while it idles (NOTES-sm90.md run 19).
 // Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores.
 //
 // Work distribution: tiles in a grouped raster, walked persistently by the grid. With
@@ -68,6 +71,9 @@ struct TileShape {
   // (144 with two consumer warpgroups, which have the registers), else two halves.
   static constexpr int kChunkN = kWN <= 128 || (kWN == 144 && kConsumerWGs == 2) ? kWN : kWN / 2;
   static constexpr int kChunks = kWN / kChunkN;
+  // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
+  // tiles and to hurt the two-chunk ones (NOTES-sm90.md run 19).
+  static constexpr bool kTakeTurns = kConsumerWGs > 1 && kChunks == 1;
   // B scales come per 128 columns. Chunks that do not divide 128 may straddle a boundary;
   // then a warpgroup's kWN columns (which start at multiples of gcd(BN, kWN, 128)) span at
   // most 2 scale blocks: it loads both and picks one per 8-column fragment group.
@@ -86,10 +92,10 @@ struct TileShape {
   static constexpr int kBarrierBytes = 256;
   static constexpr int kStagesFit = (kSmemLimit - 1024 - kOutBytes - kBarrierBytes) / kStageBytes;
   static constexpr int kStagesMax = kStagesFit < 8 ? kStagesFit : 8;
-  // Room for each stage's BM A scales (a_scale M-contiguous) where it costs no stage; the
-  // widths that are not multiples of 128 give up a fifth stage for them (128x192).
+  // Room for each stage's BM A scales (a_scale M-contiguous): tiles with 5 or more stages give
+  // up one for them (loaded with the operands, they never stall a consumer; NOTES run 19).
   static constexpr bool kScalesFitMax = 1024 + kStagesMax * (kStageBytes + BM * 4) + kOutBytes + kBarrierBytes <= kSmemLimit;
-  static constexpr int kStages = !kScalesFitMax && BN % 128 != 0 && kStagesMax == 5 ? 4 : kStagesMax;
+  static constexpr int kStages = !kScalesFitMax && kStagesMax >= 5 ? kStagesMax - 1 : kStagesMax;
   static constexpr int kScaleBytes = kStages * BM * 4;
   static constexpr bool kScalesFit =
       1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + kScaleBytes <= kSmemLimit;
@@ -179,6 +185,22 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   constexpr int kSc = T::kCross ? 4 : 2 + kChunks;
   float acc[kWN / 2];
 
+  // Turns: consumer ci issues a batch of MMAs after consumer ci - 1 issued its own; the first
+  // batch of consumer 0 needs no token, and its last token is taken back at the end.
+  constexpr int kTurnBarrier = 5;  // ids 5.. (1: split-K, 2..4: epilogue staging)
+  constexpr int kTurnThreads = 256;
+  bool first_batch = true;
+  auto wait_turn = [&] {
+    if constexpr (T::kTakeTurns) {
+      if (ci != 0 || !first_batch) named_barrier(kTurnBarrier + ci, kTurnThreads);
+      first_batch = false;
+    }
+  };
+  auto pass_turn = [&] {
+    if constexpr (T::kTakeTurns)
+      named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
+  };
+
   int stage = 0;
   uint32_t phase = 0;
   for (int t = unit; t < p.num_tiles; t += unit_stride) {
@@ -230,12 +252,15 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     auto chunk_acc = [&](int c) -> float(&)[kChunkN / 2] {
       return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
     };
-    float sc0[kSc], sc1[kSc];
+    // Scales are loaded kAhead blocks ahead: their global loads queue behind the operand
+    // traffic and took longer than two blocks (ncu, NOTES run 19). Fewer registers with three
+    // consumer warpgroups.
+    constexpr int kAhead = T::kConsumerWGs == 3 ? 2 : 4;
+    float scales[kAhead][kSc];
 
     // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. A second
     // scratch accumulator to overlap MMAs with promotion does not help: ptxas then waits
     // for every wgmma in flight before the promotion reads one (seen with nvcc 13.0).
-    // Scales are loaded two blocks ahead (two register sets, loop unrolled by 2).
     auto step = [&](const float(&sc)[kSc]) {
       mbar_wait(&full[stage], phase);
       float sa0 = sc[0], sa1 = sc[1];
@@ -245,7 +270,9 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
+        wait_turn();
         issue(part, c);
+        pass_turn();
         wgmma_wait<0>();
         if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
         if constexpr (T::kCross) {
@@ -258,14 +285,15 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       }
       next_stage();
     };
-    load_scales(kb_begin, sc0);
-    load_scales(kb_begin + 1, sc1);
-    for (int kb = kb_begin; kb < kb_end; kb += 2) {
-      step(sc0);
-      load_scales(kb + 2, sc0);
-      if (kb + 1 >= kb_end) break;
-      step(sc1);
-      load_scales(kb + 3, sc1);
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) load_scales(kb_begin + i, scales[i]);
+    for (int kb = kb_begin; kb < kb_end; kb += kAhead) {
+#pragma unroll
+      for (int i = 0; i < kAhead; ++i) {
+        if (kb + i >= kb_end) break;
+        step(scales[i]);
+        load_scales(kb + i + kAhead, scales[i]);
+      }
     }
 
     // Fragment position of acc[4j + 2h + e]: row warp*16 + lane/4 + 8h, col 8j + 2(lane%4) + e.
@@ -379,6 +407,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         }
     }
   }
+  if (T::kTakeTurns && ci == 0 && !first_batch) wait_turn();  // the last consumer's final token
   if (p.tma_store && tid == 0) tma_store_wait_all();
 }
 

@@ -3,7 +3,8 @@
 // timing with its protocol (256 MB L2 flush before each call, events, median of 30).
 //
 //   harness check            all 29 reference shapes, odd shapes, all layouts, all configs
-//   harness sweep            every tile configuration on the 18 ranked shapes (CSV)
+//   harness sweep            every tile configuration on the 18 ranked shapes (CSV; a_scale
+//                            M-contiguous, compare.py's layout)
 //   harness bench            chosen configuration, K-major and column-major layouts, twice
 //   harness waves            the wave-quantization candidates on their shapes (check, then time)
 //   harness one M N K BM BN SPLIT [mn]   one K-major call after a warm-up (for profilers;
@@ -339,7 +340,7 @@ int run_sweep() {
   std::printf("sweep,M,N,K,config,us\n");
   int idx = 0;
   for (const Shape& s : kRanked) {
-    Problem p = make_problem(s.M, s.N, s.K, Layout::KMajor, 77 + idx);
+    Problem p = make_problem(s.M, s.N, s.K, Layout::KMajorScaleMN, 77 + idx);
     for (const TileConfig& c : fp8gemm::sm90::kCandidates)
       std::printf("sweep,%lld,%lld,%lld,%s,%.2f\n", (long long)s.M, (long long)s.N, (long long)s.K,
                   cfg_name(c).c_str(), time_us(p.args, &c));
