@@ -253,9 +253,9 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
     };
     // Scales are loaded kAhead blocks ahead: their global loads queue behind the operand
-    // traffic and took longer than two blocks (ncu, NOTES run 19). Fewer registers with three
-    // consumer warpgroups.
-    constexpr int kAhead = T::kConsumerWGs == 3 ? 2 : 4;
+    // traffic and took longer than two blocks (ncu, NOTES run 19). 192x144 has not the
+    // registers for it.
+    constexpr int kAhead = T::kConsumerWGs == 3 && kChunks == 2 ? 2 : 4;
     float scales[kAhead][kSc];
 
     // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. A second
