@@ -258,9 +258,9 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     constexpr int kAhead = T::kConsumerWGs == 3 && kChunks == 2 ? 2 : 4;
     float scales[kAhead][kSc];
 
-    // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. A second
-    // scratch accumulator to overlap MMAs with promotion does not help: ptxas then waits
-    // for every wgmma in flight before the promotion reads one (seen with nvcc 13.0).
+    // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. Scratch
+    // accumulators in rotation (2 or 3) to overlap MMAs with promotion do not help: ptxas
+    // (nvcc 13.0) serialises the wgmmas then (C7514, NOTES-sm90.md run 19f).
     auto step = [&](const float(&sc)[kSc]) {
       mbar_wait(&full[stage], phase);
       float sa0 = sc[0], sa1 = sc[1];
