@@ -100,22 +100,6 @@ def test_cli_prints_file_line_and_fix_without_traceback(kernel_dir, capsys):
     assert "fix: did you mean `depends`?" in err and "Traceback" not in err
 
 
-EDITION_4 = """\
-[general]
-name = "demo"
-version = 1
-license = "MIT"
-backends = ["cpu"]
-
-[torch]
-src = ["torch-ext/torch_binding.cpp"]
-
-[kernel.demo_cpu]
-backend = "cpu"
-depends = ["torch"]
-src = ["demo_cpu/demo.cpp"]
-"""
-
 EDITION_2 = """\
 # The 2025 format
 [general]
@@ -133,7 +117,10 @@ src = ["demo_cpu/demo.cpp"]
 
 
 def test_edition_4_is_upgraded_in_memory_with_a_warning(kernel_dir):
-    (kernel_dir / "build.toml").write_text(EDITION_4)
+    toml = kernel_dir / "build.toml"
+    edition_5 = toml.read_text()
+    assert "edition = 5\n" in edition_5
+    toml.write_text(edition_5.replace("edition = 5\n", ""))  # edition 4: no `edition` key
     with pytest.warns(UserWarning, match="reading it as edition 4"):
         manifest = load_manifest(kernel_dir)
     assert manifest.general.edition == 5 and manifest.source_edition == 4

@@ -116,24 +116,10 @@ __device__ __forceinline__ void tile_coords(const KernelParams& p, int t, int& m
   nb = r / rows;
 }
 
-// acc[4j + {0,1}] += pt[4j + {0,1}] * s0 and acc[4j + {2,3}] += pt[4j + {2,3}] * s1 (the two
-// fragment rows). Inline PTX, ordered after the preceding wgmma wait: the compiler must not
-// read wgmma results before it.
-template <int N>
-__device__ __forceinline__ void promote_regs(float (&acc)[N], const float (&pt)[N], float s0, float s1) {
-#pragma unroll
-  for (int j = 0; j < N / 4; ++j)
-    asm volatile(
-        "fma.rn.f32 %0, %4, %8, %0;\n"
-        "fma.rn.f32 %1, %5, %8, %1;\n"
-        "fma.rn.f32 %2, %6, %9, %2;\n"
-        "fma.rn.f32 %3, %7, %9, %3;"
-        : "+f"(acc[4 * j]), "+f"(acc[4 * j + 1]), "+f"(acc[4 * j + 2]), "+f"(acc[4 * j + 3])
-        : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(s0), "f"(s1));
-}
-
-// The same where the columns from 8 * `first_hi_group` on take the second B scale: (s0, s1)
-// before, (t0, t1) from there.
+// acc[4j + {0,1}] += pt[4j + {0,1}] * u0 and acc[4j + {2,3}] += pt[4j + {2,3}] * u1 (the two
+// fragment rows), where (u0, u1) = (s0, s1) for the columns before 8 * `first_hi_group` and
+// (t0, t1) from there (a chunk that straddles two B scale blocks). Inline PTX, ordered after
+// the preceding wgmma wait: the compiler must not read wgmma results before it.
 template <int N>
 __device__ __forceinline__ void promote_regs_cross(float (&acc)[N], const float (&pt)[N], float s0, float s1,
                                                    float t0, float t1, int first_hi_group) {
@@ -149,6 +135,12 @@ __device__ __forceinline__ void promote_regs_cross(float (&acc)[N], const float 
         : "+f"(acc[4 * j]), "+f"(acc[4 * j + 1]), "+f"(acc[4 * j + 2]), "+f"(acc[4 * j + 3])
         : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(u0), "f"(u1));
   }
+}
+
+// One scale pair for the whole chunk.
+template <int N>
+__device__ __forceinline__ void promote_regs(float (&acc)[N], const float (&pt)[N], float s0, float s1) {
+  promote_regs_cross(acc, pt, s0, s1, s0, s1, N / 4);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
