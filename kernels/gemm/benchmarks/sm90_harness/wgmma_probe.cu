@@ -1,0 +1,230 @@
+// How fast the tensor pipe runs the consumers' pattern with nothing else in the way: no
+// operand loads (shared memory holds fixed bytes). Every CTA (one per SM) has W warpgroups;
+// each repeats, per "K block", 4 x wgmma m64n128k32 (e4m3, both operands from shared memory)
+// into a scratch accumulator, waits for them and promotes the scratch into a second
+// accumulator with one FFMA per element (the kernel's per-block work); or, for the bare MMA
+// rate, accumulates without waiting. Then the kernel's frame step by step (producer,
+// mbarriers, stages, turns, scales: probe_pipeline). Prints clocks per K block per CTA and
+// the tensor pipe's share of them (64 clocks per m64n128k32 at the FP8 dense rate).
+// NOTES-sm90.md run 23 has the numbers.
+//
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm \
+//     -o wgmma_probe kernels/gemm/benchmarks/sm90_harness/wgmma_probe.cu
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "gemm_sm90/sm90_ptx.cuh"
+#include "gemm_sm90/wgmma_fp8.cuh"
+
+using namespace fp8gemm::sm90;
+
+constexpr int kBlocks = 2000;  // K blocks per warpgroup
+constexpr int kTileBytes = 64 * 128 + 128 * 128;  // A 64 x 128 and B 128 x 128 bytes per warpgroup
+
+template <int W, bool kPromote>  // kPromote: wait and promote per K block; else accumulate, no waits
+__global__ void __launch_bounds__(128 * W, 1) probe(float* sink, long long* clocks) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int wg = threadIdx.x / 128;
+  for (int i = threadIdx.x; i < W * kTileBytes / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x38383838u ^ (i * 0x01010101u & 0x07070707u);  // small finite e4m3
+  fence_proxy_async_smem();
+  __syncthreads();
+  const uint64_t da = smem_desc_k128_sw128(smem + wg * kTileBytes);
+  const uint64_t db = smem_desc_k128_sw128(smem + wg * kTileBytes + 64 * 128);
+  float part[64], acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) part[i] = acc[i] = 0.f;
+  const float s = 1.0f + threadIdx.x * 1e-7f;
+  const long long t0 = clock64();
+  for (int b = 0; b < kBlocks; ++b) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_fp8<128>(part, da + 2 * kk, db + 2 * kk, kPromote ? kk : 1);
+    wgmma_commit();
+    if constexpr (kPromote) {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) asm volatile("fma.rn.f32 %0, %1, %2, %0;" : "+f"(acc[i]) : "f"(part[i]), "f"(s));
+    }
+  }
+  wgmma_wait<0>();
+  const long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum += acc[i] + part[i];
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+  if (threadIdx.x % 128 == 0) clocks[blockIdx.x * W + wg] = t1 - t0;
+}
+
+// The same work in the kernel's frame: warpgroup 0 produces (one thread; it only passes
+// the stages round through full/empty mbarriers, no loads), 3 consumer warpgroups walk
+// kStages stage buffers and promote after every K block; optionally they take turns to
+// issue (named barriers, as the kernel) and read per-block scales (B scale from global
+// memory 4 blocks ahead, A scale from shared memory, as the kernel).
+// kScales: bit 0 B scales from global, bit 1 A scales from smem. kRandom: operand bytes from
+// a hash (random e4m3 values, as real data) instead of a fixed pattern. kEpilogue: every 56
+// blocks (one K = 7168 tile) the consumers convert the accumulator to bf16 into shared
+// memory, synchronise, and start the next tile from zero, as the kernel's epilogue does
+// (without the TMA store).
+template <bool kTurns, int kScales, bool kRandom = false, bool kEpilogue = false>
+__global__ void __launch_bounds__(512, 1) probe_pipeline(float* sink, long long* clocks, const float* sb) {
+  constexpr int kStages = 4, kStageBytes = (192 + 128) * 128;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* empty = full + kStages;
+  float* sa = reinterpret_cast<float*>(empty + kStages);
+  const int wg = threadIdx.x / 128, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < kStages * kStageBytes / 4; i += blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    reinterpret_cast<uint32_t*>(smem)[i] = kRandom ? h & 0x7e7e7e7eu : 0x38383838u ^ (i * 0x01010101u & 0x07070707u);
+  }
+  for (int i = threadIdx.x; i < kStages * 192; i += blockDim.x) sa[i] = 1.0f;
+  if (threadIdx.x == 0)
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 12);
+    }
+  mbar_fence_init();
+  fence_proxy_async_smem();
+  __syncthreads();
+  if (wg == 0) {
+    regs_decrease<24>();
+    if (threadIdx.x == 0)
+      for (int b = 0, stage = 0, phase = 0; b < kBlocks; ++b) {
+        mbar_wait(&empty[stage], phase ^ 1);
+        mbar_arrive(&full[stage]);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+    return;
+  }
+  regs_increase<160>();
+  const int ci = wg - 1;
+  float part[64], acc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) part[i] = acc[i] = 0.f;
+  float scales[4] = {1.f, 1.f, 1.f, 1.f};
+  if (kScales & 1)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) scales[i] = __ldg(sb + i);
+  bool first = true;
+  const long long t0 = clock64();
+  int stage = 0, phase = 0;
+  for (int b = 0; b < kBlocks; b += 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      mbar_wait(&full[stage], phase);
+      float s0 = scales[i], s1 = scales[i];
+      if (kScales & 2) {
+        s0 *= sa[stage * 192 + ci * 64 + warp * 16 + lane / 4];
+        s1 *= sa[stage * 192 + ci * 64 + warp * 16 + lane / 4 + 8];
+      }
+      if (kTurns && (ci != 0 || !first)) named_barrier(5 + ci, 256);
+      first = false;
+      const uint64_t da = smem_desc_k128_sw128(smem + stage * kStageBytes + ci * 64 * 128);
+      const uint64_t db = smem_desc_k128_sw128(smem + stage * kStageBytes + 192 * 128);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_fp8<128>(part, da + 2 * kk, db + 2 * kk, kk);
+      wgmma_commit();
+      if (kTurns) named_barrier_arrive(5 + (ci + 1) % 3, 256);
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(&empty[stage]);
+#pragma unroll
+      for (int j = 0; j < 64; ++j)
+        asm volatile("fma.rn.f32 %0, %1, %2, %0;" : "+f"(acc[j]) : "f"(part[j]), "f"(j % 4 < 2 ? s0 : s1));
+      if (kScales & 1) scales[i] = __ldg(sb + (b + i + 4) % 1024);
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+    if (kEpilogue && (b + 4) % 56 == 0) {
+      uint32_t* out = reinterpret_cast<uint32_t*>(smem + kStages * kStageBytes + 4096) + ci * 64 * 64;
+      named_barrier(2 + ci, 128);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+        out[(threadIdx.x % 128) * 32 + (j ^ (lane % 8))] = *reinterpret_cast<uint32_t*>(&v);
+        acc[2 * j] = acc[2 * j + 1] = 0.f;
+      }
+      fence_proxy_async_smem();
+      named_barrier(2 + ci, 128);
+    }
+  }
+  if (kTurns && ci == 0) named_barrier(5, 256);
+  const long long t1 = clock64();
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum += acc[i];
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+  if (threadIdx.x % 128 == 0) clocks[blockIdx.x * 3 + ci] = t1 - t0;
+}
+
+template <typename Kernel, typename... Args>
+void time_kernel(const char* name, Kernel kernel, int threads, int clocks_per_cta, int smem, int sms, double mma,
+                 Args... args) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  float* sink;
+  long long* clocks;
+  cudaMalloc(&sink, sizeof(float) * sms * threads);
+  cudaMalloc(&clocks, sizeof(long long) * sms * clocks_per_cta);
+  kernel<<<sms, threads, smem>>>(sink, clocks, args...);  // warm-up
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  kernel<<<sms, threads, smem>>>(sink, clocks, args...);
+  cudaEventRecord(e1);
+  if (cudaEventSynchronize(e1) != cudaSuccess) {
+    std::printf("%s: launch failed: %s\n", name, cudaGetErrorString(cudaGetLastError()));
+    return;
+  }
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  long long* host = new long long[sms * clocks_per_cta];
+  cudaMemcpy(host, clocks, sizeof(long long) * sms * clocks_per_cta, cudaMemcpyDeviceToHost);
+  double mean = 0;
+  for (int i = 0; i < sms * clocks_per_cta; ++i) mean += double(host[i]) / (sms * clocks_per_cta);
+  const double per_block = mean / kBlocks;
+  std::printf("%-34s %7.1f clocks per K block  tensor share %5.1f%%  %.1f us  (%.2f GHz)\n", name, per_block,
+              100.0 * mma / per_block, ms * 1e3, mean / (ms * 1e6));
+  delete[] host;
+  cudaFree(sink);
+  cudaFree(clocks);
+}
+
+template <int W, bool kPromote>
+void run(const char* name, int sms) {
+  char label[64];
+  std::snprintf(label, sizeof label, "%s, W=%d", name, W);
+  time_kernel(label, probe<W, kPromote>, 128 * W, W, W * kTileBytes + 1024, sms, 4.0 * 64 * W);
+}
+
+int main() {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  run<1, true>("wait + promote", sms);
+  run<2, true>("wait + promote", sms);
+  run<3, true>("wait + promote", sms);
+  run<1, false>("no wait (accumulate on)", sms);
+  run<2, false>("no wait (accumulate on)", sms);
+  run<3, false>("no wait (accumulate on)", sms);
+  float* sb;
+  cudaMalloc(&sb, 1024 * sizeof(float));
+  cudaMemset(sb, 0, 1024 * sizeof(float));
+  const int smem = 4 * (192 + 128) * 128 + 1024 + 4096 + 3 * 64 * 64 * 4;
+  time_kernel("pipeline", probe_pipeline<false, 0>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("pipeline + turns", probe_pipeline<true, 0>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("pipeline + B scales (global)", probe_pipeline<false, 1>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("pipeline + A scales (smem)", probe_pipeline<false, 2>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("pipeline + both scales", probe_pipeline<false, 3>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("pipeline + turns + both scales", probe_pipeline<true, 3>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("  + random operands", probe_pipeline<true, 3, true>, 512, 3, smem, sms, 768.0, (const float*)sb);
+  time_kernel("  + random operands + epilogue", probe_pipeline<true, 3, true, true>, 512, 3, smem, sms, 768.0,
+              (const float*)sb);
+  return 0;
+}
