@@ -177,38 +177,20 @@ Problem make_problem(int64_t M, int64_t N, int64_t K, Layout layout, uint64_t se
   g.a_scale = p.sa;
   g.b_scale = p.sb;
   g.out = p.out;
-  if (layout == Layout::ColMajor) {  // the AMD challenge: A and B M-/N-contiguous, scales too
-    g.a_stride_m = 1;
-    g.a_stride_k = M;
-    g.b_stride_k = N;
-    g.b_stride_n = 1;
-    g.a_scale_stride_kb = M;
-    g.a_scale_stride_m = 1;
-    g.b_scale_stride_kb = nb;
-    g.b_scale_stride_nb = 1;
-  } else if (layout == Layout::ColMajorB) {  // only B N-contiguous (one operand to transpose)
-    g.a_stride_m = K;
-    g.a_stride_k = 1;
-    g.b_stride_k = N;
-    g.b_stride_n = 1;
-    g.a_scale_stride_kb = M;
-    g.a_scale_stride_m = 1;
-    g.b_scale_stride_kb = 1;
-    g.b_scale_stride_nb = kb;
-  } else {  // gemm_nt / DeepGEMM: a (M,K), b (N,K), sa (M,kb), sb (nb,kb), all row-major
-    g.a_stride_m = K;
-    g.a_stride_k = 1;
-    g.b_stride_k = 1;
-    g.b_stride_n = K;
-    g.a_scale_stride_kb = 1;
-    g.a_scale_stride_m = kb;
-    g.b_scale_stride_kb = 1;
-    g.b_scale_stride_nb = kb;
-    if (layout == Layout::KMajorScaleMN) {
-      g.a_scale_stride_kb = M;
-      g.a_scale_stride_m = 1;
-    }
-  }
+  // K-major: gemm_nt / DeepGEMM, a (M,K), b (N,K), sa (M,kb), sb (nb,kb), all row-major.
+  // ColMajor: the AMD challenge, A and B M-/N-contiguous, scales too. ColMajorB: only B
+  // N-contiguous (one operand to transpose), A scales M-contiguous.
+  const bool a_mn = layout == Layout::ColMajor;
+  const bool b_mn = layout == Layout::ColMajor || layout == Layout::ColMajorB;
+  const bool sa_mn = a_mn || layout == Layout::ColMajorB || layout == Layout::KMajorScaleMN;
+  g.a_stride_m = a_mn ? 1 : K;
+  g.a_stride_k = a_mn ? M : 1;
+  g.b_stride_n = b_mn ? 1 : K;
+  g.b_stride_k = b_mn ? N : 1;
+  g.a_scale_stride_m = sa_mn ? 1 : kb;
+  g.a_scale_stride_kb = sa_mn ? M : 1;
+  g.b_scale_stride_nb = a_mn ? 1 : kb;
+  g.b_scale_stride_kb = a_mn ? nb : 1;
   if (layout == Layout::OutColMajor) {
     g.out_stride_m = 1;
     g.out_stride_n = M;
