@@ -18,3 +18,14 @@ for kernel in kernels/*/; do
     .venv-cu130/bin/kbuild build "${kernel%/}" --variant torch214-cxx11-cu130-x86_64-linux
   fi
 done
+
+# The gemm Hopper path's standalone tools run only on the lent H100; compiling them here keeps
+# them in step with the kernel.
+tools=$(mktemp -d)
+trap 'rm -rf "$tools"' EXIT
+for tool in harness wgmma_probe; do
+  sources=(kernels/gemm/benchmarks/sm90_harness/$tool.cu)
+  [ "$tool" = harness ] && sources+=(kernels/gemm/gemm_sm90/sm90_gemm.cu)
+  echo "nvcc kernels/gemm/benchmarks/sm90_harness/$tool.cu"
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm -o "$tools/$tool" "${sources[@]}"
+done
