@@ -121,13 +121,13 @@ struct KernelSetup {
   int clusters[kMaxSplit + 1] = {};
 };
 
-template <int BM, int BN>
+template <int BM, int BN, bool kSaSmem>
 const KernelSetup& kernel_setup(int device, int num_sms) {
   using T = TileShape<BM, BN>;
   static KernelSetup setups[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   std::call_once(once[device], [device, num_sms] {
-    auto kernel = fp8_gemm_sm90_kernel<BM, BN>;
+    auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem>;
     KernelSetup& s = setups[device];
     s.ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes) == cudaSuccess;
     for (int split = 1; split <= kMaxSplit; ++split) {
@@ -151,22 +151,24 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
   return setups[device];
 }
 
-template <int BM, int BN>
-Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, KernelParams p, const GemmArgs& g, int device,
-              int num_sms, cudaStream_t stream, bool after_copy) {
+template <int BM, int BN, bool kSaSmem>
+Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_sa,
+                     const KernelParams& p, const GemmArgs& g, int device, int num_sms, cudaStream_t stream,
+                     bool after_copy) {
   using T = TileShape<BM, BN>;
-  const KernelSetup& setup = kernel_setup<BM, BN>(device, num_sms);
+  const KernelSetup& setup = kernel_setup<BM, BN, kSaSmem>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
   // Output boxes: 64x64 with 128-byte swizzle, or 64 x chunk width unswizzled (T::kSwizzledOut).
   CUtensorMap map_c{};
-  if (p.tma_store &&
+  KernelParams params = p;
+  if (params.tma_store &&
       !make_map(&map_c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g.out, g.N, g.M,
                 g.M == 1 ? round_up(g.N * 2, 16) : g.out_stride_m * 2, T::kSwizzledOut ? 64 : T::kChunkN, 64,
                 T::kSwizzledOut ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE))
-    p.tma_store = 0;
+    params.tma_store = 0;
 
-  const int cluster_size = p.split;
-  const int clusters = std::max(1, std::min(p.num_tiles, setup.clusters[cluster_size]));
+  const int cluster_size = params.split;
+  const int clusters = std::max(1, std::min(params.num_tiles, setup.clusters[cluster_size]));
 
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attrs[2];
@@ -189,25 +191,35 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, KernelParams p
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = num_attrs;
-  // A scales M-contiguous in 16-byte aligned rows: TMA brings each stage's BM of them.
-  CUtensorMap map_sa{};
-  p.sa_tma = T::kScalesFit && g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 &&
-             (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M) &&
-             make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
-                      g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
-                      CU_TENSOR_MAP_SWIZZLE_NONE);
-  cudaError_t err = cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, map_sa, p);
+  auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem>;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_sa, params);
   if (err != cudaSuccess && after_copy) {  // no programmatic launch here: plain stream order
     cudaGetLastError();
     cfg.numAttrs = num_attrs - 1;
-    err = cudaLaunchKernelEx(&cfg, fp8_gemm_sm90_kernel<BM, BN>, map_a, map_b, map_c, map_sa, p);
+    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_sa, params);
   }
   if (err != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: kernel launch failed";
   }
   return kOk;
+}
+
+// A scales M-contiguous in 16-byte aligned rows (and room for them): the kernel variant
+// whose TMA brings each stage's BM of them; else the one that reads them from global memory.
+template <int BM, int BN>
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const KernelParams& p, const GemmArgs& g,
+              int device, int num_sms, cudaStream_t stream, bool after_copy) {
+  CUtensorMap map_sa{};
+  if constexpr (TileShape<BM, BN>::kScalesFit) {
+    if (g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 && (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M) &&
+        make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
+                 g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
+                 CU_TENSOR_MAP_SWIZZLE_NONE))
+      return launch_kernel<BM, BN, true>(map_a, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+  }
+  return launch_kernel<BM, BN, false>(map_a, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
 }
 
 bool valid_config(const TileConfig& c) {
@@ -236,7 +248,7 @@ TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
     return kCandidates[0];
   }
   // every configuration fills an SM's shared memory: one kernel's cluster capacity serves all
-  return pick_config(M, N, K, kernel_setup<128, 128>(device, info->num_sms).clusters);
+  return pick_config(M, N, K, kernel_setup<128, 128, false>(device, info->num_sms).clusters);
 }
 
 Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t workspace_size,

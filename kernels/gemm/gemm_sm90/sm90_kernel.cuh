@@ -44,7 +44,6 @@ struct KernelParams {
   int n_blocks;               // ceil(N / 128)
   uint16_t* out;
   int64_t out_sm, out_sn;
-  int sa_tma;                 // a_scale M-contiguous: TMA brings each stage's BM scales to smem
   int tma_store;              // out is row-major with 16-byte rows: stage in smem, TMA store
   int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
 };
@@ -154,7 +153,8 @@ __device__ __forceinline__ uint16_t to_bf16(float x) {
 }
 
 // ---------------- consumers ----------------
-template <int BM, int BN>
+// kSaSmem: the A scales come with each stage (TMA); else from global memory.
+template <int BM, int BN, bool kSaSmem>
 __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
                                          uint64_t* full, uint64_t* empty, const float* smem_sa, int unit,
                                          int unit_stride, int rank, int kb_begin, int kb_end) {
@@ -164,34 +164,35 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * BM * kBlockK;
   uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
-  const int wg = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32;
   const int lane = threadIdx.x % 32;
 
   regs_increase<T::kConsumerRegs>();
-  const int ci = wg - 1;
+  // Read from lane 0, so that the compiler knows it is the same across the warp: what
+  // derives from it (the MMAs' shared-memory descriptors, barrier ids) stays in uniform
+  // registers instead of being moved there before every MMA.
+  const int ci = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0) - 1;
   const int wg_m = ci % T::kWgM;
   const int wg_n = ci / T::kWgM;
   constexpr int kChunkN = T::kChunkN, kChunks = T::kChunks;
   constexpr int kSc = T::kCross ? 4 : 2 + kChunks;
   float acc[kWN / 2];
 
-  // Turns: consumer ci issues a batch of MMAs after consumer ci - 1 issued its own; the first
-  // batch of consumer 0 needs no token, and its last token is taken back at the end.
+  // Descriptors of stage 0 (low words); a stage is kStageDescA/B further.
+  const uint32_t desc_a0 = smem_desc_lo(smem_addr(smem_a + wg_m * 64 * kBlockK));
+  const uint32_t desc_b0 = smem_desc_lo(smem_addr(smem_b + wg_n * kWN * kBlockK));
+  constexpr uint32_t kStageDescA = BM * kBlockK / 16, kStageDescB = BN * kBlockK / 16;
+  constexpr uint32_t kChunkDescB = kChunkN * kBlockK / 16;
+  const int frag_row = warp * 16 + lane / 4;  // rows frag_row and frag_row + 8 of the warpgroup's 64
+  const float* my_sa = smem_sa + wg_m * 64 + frag_row;
+
+  // Turns: consumer ci issues a batch of MMAs after consumer ci - 1 issued its own. The last
+  // consumer hands consumer 0 its first token here and consumer 0 takes the final one back
+  // at the end, so every batch waits for its token.
   constexpr int kTurnBarrier = 5;  // ids 5.. (1: split-K, 2..4: epilogue staging)
   constexpr int kTurnThreads = 256;
-  bool first_batch = true;
-  auto wait_turn = [&] {
-    if constexpr (T::kTakeTurns) {
-      if (ci != 0 || !first_batch) named_barrier(kTurnBarrier + ci, kTurnThreads);
-      first_batch = false;
-    }
-  };
-  auto pass_turn = [&] {
-    if constexpr (T::kTakeTurns)
-      named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
-  };
+  if (T::kTakeTurns && ci == T::kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, kTurnThreads);
 
   int stage = 0;
   uint32_t phase = 0;
@@ -199,12 +200,20 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     int mb, nb;
     tile_coords(p, t, mb, nb);
     const int m0 = mb * BM, n0 = nb * BN;
-    const int row0 = m0 + wg_m * 64 + warp * 16 + lane / 4;
-    const int row1 = row0 + 8;
+    const int row0 = m0 + wg_m * 64 + frag_row;
     const int col0 = n0 + wg_n * kWN;  // first column of this warpgroup
-    const float* sa0_ptr = p.a_scale + int64_t(min(row0, p.M - 1)) * p.sa_m;
-    const float* sa1_ptr = p.a_scale + int64_t(min(row1, p.M - 1)) * p.sa_m;
-    const float* sb_ptr = p.b_scale;
+
+    // Where the scales of the next block to load are; each load moves them one block on.
+    const float* sa_next[2] = {};
+    if constexpr (!kSaSmem) {
+      sa_next[0] = p.a_scale + int64_t(min(row0, p.M - 1)) * p.sa_m + int64_t(kb_begin) * p.sa_kb;
+      sa_next[1] = p.a_scale + int64_t(min(row0 + 8, p.M - 1)) * p.sa_m + int64_t(kb_begin) * p.sa_kb;
+    }
+    const float* sb_next[kSc - 2];
+#pragma unroll
+    for (int c = 0; c < kSc - 2; ++c)
+      sb_next[c] = p.b_scale + int64_t(min(col0 / 128 + (T::kCross ? c : c * kChunkN / 128), p.n_blocks - 1)) * p.sb_nb +
+                   int64_t(kb_begin) * p.sb_kb;
 
     float part[kChunkN / 2];  // scratch accumulator of one chunk
 #pragma unroll
@@ -212,33 +221,19 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 #pragma unroll
     for (int i = 0; i < kChunkN / 2; ++i) part[i] = 0.f;
 
-    // Scales of block kb: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk}, or
-    // with kCross {.., sb of the block of the warpgroup's first column, sb of the next}.
-    auto load_scales = [&](int kb, float(&sc)[kSc]) {
-      if (kb >= kb_end) return;
-      if (!p.sa_tma) {
-        sc[0] = __ldg(sa0_ptr + int64_t(kb) * p.sa_kb);
-        sc[1] = __ldg(sa1_ptr + int64_t(kb) * p.sa_kb);
+    // Scales of the next block: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk},
+    // or with kCross {.., sb of the block of the warpgroup's first column, sb of the next}.
+    auto load_scales = [&](float(&sc)[kSc]) {
+      if constexpr (!kSaSmem) {
+        sc[0] = __ldg(sa_next[0]);
+        sc[1] = __ldg(sa_next[1]);
+        sa_next[0] += p.sa_kb;
+        sa_next[1] += p.sa_kb;
       }
 #pragma unroll
-      for (int c = 0; c < kSc - 2; ++c)
-        sc[2 + c] = __ldg(sb_ptr + int64_t(min(col0 / 128 + (T::kCross ? c : c * kChunkN / 128), p.n_blocks - 1)) * p.sb_nb +
-                          int64_t(kb) * p.sb_kb);
-    };
-    // Issues the MMAs of one column chunk of the current stage into `pt`.
-    auto issue = [&](float(&pt)[kChunkN / 2], int c) {
-      const uint64_t da = smem_desc_k128_sw128(smem_a + stage * BM * kBlockK + wg_m * 64 * kBlockK);
-      const uint64_t db =
-          smem_desc_k128_sw128(smem_b + stage * BN * kBlockK + (wg_n * kWN + c * kChunkN) * kBlockK);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockK / 32; ++kk) wgmma_fp8<kChunkN>(pt, da + 2 * kk, db + 2 * kk, kk);
-      wgmma_commit();
-    };
-    auto next_stage = [&] {
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1;
+      for (int c = 0; c < kSc - 2; ++c) {
+        sc[2 + c] = __ldg(sb_next[c]);
+        sb_next[c] += p.sb_kb;
       }
     };
     auto chunk_acc = [&](int c) -> float(&)[kChunkN / 2] {
@@ -254,17 +249,24 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     // accumulators in rotation (2 or 3) to overlap MMAs with promotion do not help: ptxas
     // (nvcc 13.0) serialises the wgmmas then (C7514, NOTES-sm90.md run 19f).
     auto step = [&](const float(&sc)[kSc]) {
-      mbar_wait(&full[stage], phase);
       float sa0 = sc[0], sa1 = sc[1];
-      if (p.sa_tma) {  // this stage's A scales, read before the stage is released
-        sa0 = smem_sa[stage * BM + row0 - m0];
-        sa1 = smem_sa[stage * BM + row1 - m0];
+      mbar_wait(&full[stage], phase);
+      if constexpr (kSaSmem) {  // this stage's A scales, read before the stage is released
+        sa0 = my_sa[stage * BM];
+        sa1 = my_sa[stage * BM + 8];
       }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        wait_turn();
-        issue(part, c);
-        pass_turn();
+        const uint32_t da = desc_a0 + stage * kStageDescA;
+        const uint32_t db = desc_b0 + stage * kStageDescB + c * kChunkDescB;
+        if constexpr (T::kTakeTurns) named_barrier(kTurnBarrier + ci, kTurnThreads);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 32; ++kk)
+          wgmma_fp8<kChunkN>(part, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
+        wgmma_commit();
+        if constexpr (T::kTakeTurns)
+          named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
         wgmma_wait<0>();
         if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
         if constexpr (T::kCross) {
@@ -275,21 +277,24 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
           promote_regs(chunk_acc(c), part, sa0 * sc[2 + c], sa1 * sc[2 + c]);
         }
       }
-      next_stage();
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
     };
 #pragma unroll
-    for (int i = 0; i < kAhead; ++i) load_scales(kb_begin + i, scales[i]);
+    for (int i = 0; i < kAhead; ++i)
+      if (kb_begin + i < kb_end) load_scales(scales[i]);
     for (int kb = kb_begin; kb < kb_end; kb += kAhead) {
 #pragma unroll
       for (int i = 0; i < kAhead; ++i) {
         if (kb + i >= kb_end) break;
         step(scales[i]);
-        load_scales(kb + i + kAhead, scales[i]);
+        if (kb + i + kAhead < kb_end) load_scales(scales[i]);
       }
     }
 
-    // Fragment position of acc[4j + 2h + e]: row warp*16 + lane/4 + 8h, col 8j + 2(lane%4) + e.
-    const int frag_row = warp * 16 + lane / 4;
+    // Fragment position of acc[4j + 2h + e]: row frag_row + 8h, col 8j + frag_col + e.
     const int frag_col = 2 * (lane % 4);
 
     if (p.split > 1) {
@@ -399,26 +404,30 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         }
     }
   }
-  if (T::kTakeTurns && ci == 0 && !first_batch) wait_turn();  // the last consumer's final token
+  if (T::kTakeTurns && ci == 0) named_barrier(kTurnBarrier, kTurnThreads);  // the last consumer's final token
   if (p.tma_store && tid == 0) tma_store_wait_all();
 }
 
-template <int BM, int BN>
+// kSaSmem: the A scales are M-contiguous and TMA brings each stage's BM of them.
+template <int BM, int BN, bool kSaSmem>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                          const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_sa,
                          const KernelParams p) {
   using T = TileShape<BM, BN>;
+  static_assert(!kSaSmem || T::kScalesFit, "no room for the A scales");
   constexpr int kStages = T::kStages;
 
+  // 1024-byte aligned by an offset (not through an integer), so that the compiler still
+  // knows every pointer below is shared memory and uses shared loads and stores.
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* smem_a = smem;
   uint8_t* smem_b = smem_a + kStages * BM * kBlockK;
   uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_c + T::kOutBytes);
   uint64_t* empty = full + kStages;
-  float* smem_sa = reinterpret_cast<float*>(smem_c + T::kOutBytes + T::kBarrierBytes);  // if T::kScalesFit
+  float* smem_sa = reinterpret_cast<float*>(smem_c + T::kOutBytes + T::kBarrierBytes);  // if kSaSmem
 
   const int wg = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
@@ -443,7 +452,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     tma_prefetch_desc(&map_a);
     tma_prefetch_desc(&map_b);
     if (p.tma_store) tma_prefetch_desc(&map_c);
-    if (p.sa_tma) tma_prefetch_desc(&map_sa);
+    if (kSaSmem) tma_prefetch_desc(&map_sa);
   }
   __syncthreads();
   // Launched right after the operand copy (programmatic dependent launch): everything above
@@ -462,9 +471,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         tile_coords(p, t, mb, nb);
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
-          mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (p.sa_tma ? BM * 4 : 0));
+          mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, mb * BM);
-          if (p.sa_tma) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
+          if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
           tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, nb * BN);
           if (++stage == kStages) {
             stage = 0;
@@ -478,7 +487,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       }
     }
   } else {
-    consumer<BM, BN>(map_c, p, smem, full, empty, smem_sa, unit, unit_stride, rank, kb_begin, kb_end);
+    consumer<BM, BN, kSaSmem>(map_c, p, smem, full, empty, smem_sa, unit, unit_stride, rank, kb_begin, kb_end);
   }
 }
 

@@ -85,14 +85,21 @@ __device__ __forceinline__ void wgmma_wait() {
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, stored with
 // the 128-byte swizzle (as TMA writes it with CU_TENSOR_MAP_SWIZZLE_128B). Groups of 8 rows
-// are 1024 bytes apart; the tile base must be 1024-byte aligned.
+// are 1024 bytes apart; the tile base must be 1024-byte aligned. The low word holds the
+// start address / 16 (so adding n moves the tile by 16n bytes) and the unused leading byte
+// offset; the high word is the same for every such tile.
+constexpr uint32_t kDescHiK128Sw128 = (1024 >> 4) | (1u << 30);  // stride byte offset, 128-byte swizzle
+
+__device__ __forceinline__ uint32_t smem_desc_lo(uint32_t smem_address) {
+  return ((smem_address & 0x3FFFF) >> 4) | (1u << 16);
+}
+
+__device__ __forceinline__ uint64_t smem_desc_k128_sw128(uint32_t desc_lo) {
+  return (uint64_t(kDescHiK128Sw128) << 32) | desc_lo;
+}
+
 __device__ __forceinline__ uint64_t smem_desc_k128_sw128(const void* tile) {
-  const uint64_t addr = smem_addr(tile);
-  uint64_t desc = (addr & 0x3FFFF) >> 4;   // start address
-  desc |= uint64_t(1) << 16;               // leading byte offset (unused when swizzled)
-  desc |= uint64_t(1024 >> 4) << 32;       // stride byte offset: 8 rows x 128 B
-  desc |= uint64_t(1) << 62;               // layout: 128-byte swizzle
-  return desc;
+  return smem_desc_k128_sw128(smem_desc_lo(smem_addr(tile)));
 }
 
 // ---- register budget (warp-specialised kernels) --------------------------------------
