@@ -15,7 +15,10 @@
 // that the consumers take turns to issue their MMAs (a token passed round through named
 // barriers): issued together, their MMAs would interleave in the tensor pipe, finish
 // together, and all consumers would promote while it idles (NOTES-sm90.md run 19).
-// Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores.
+// Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores. M-contiguous A
+// scales come with each stage by TMA (kSaSmem); other layouts' A scales and all B scales are
+// read from global memory a few blocks ahead. The K loop is kept short (NOTES-sm90.md run 24):
+// uniform-register descriptors, no runtime layout branches.
 //
 // Work distribution: tiles in a grouped raster, walked persistently by the grid. With
 // split > 1 the CTAs of a cluster (cluster dims split x 1 x 1) share one tile and take
