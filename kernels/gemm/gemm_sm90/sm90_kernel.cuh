@@ -14,7 +14,9 @@
 // before promoting; the other consumers' MMAs keep the tensor cores busy meanwhile. For
 // that the consumers take turns to issue their MMAs (a token passed round through named
 // barriers): issued together, their MMAs would interleave in the tensor pipe, finish
-// together, and all consumers would promote while it idles (NOTES-sm90.md run 19).
+// together, and all consumers would promote while it idles (NOTES-sm90.md run 19). Tiles of
+// two consumer warpgroups and one chunk also keep a second scratch accumulator, so that a
+// block's MMAs run while the one before is promoted (run 27).
 // Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores. M-contiguous A
 // scales come with each stage by TMA (kSaSmem); other layouts' A scales and all B scales are
 // read from global memory a few blocks ahead. The K loop is kept short (NOTES-sm90.md run 24):
@@ -76,6 +78,9 @@ struct TileShape {
   // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
   // tiles and to hurt the two-chunk ones (NOTES-sm90.md run 19).
   static constexpr bool kTakeTurns = kConsumerWGs > 1 && kChunks == 1;
+  // One-chunk tiles whose registers hold a second scratch accumulator overlap a block's
+  // promotion with the next block's MMAs (NOTES-sm90.md run 27).
+  static constexpr bool kOverlap = kChunks == 1 && kConsumerWGs == 2 && kWN <= 128;
   // B scales come per 128 columns. Chunks that do not divide 128 may straddle a boundary;
   // then a warpgroup's kWN columns (which start at multiples of gcd(BN, kWN, 128)) span at
   // most 2 scale blocks: it loads both and picks one per 8-column fragment group.
@@ -248,10 +253,36 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     constexpr int kAhead = T::kConsumerWGs == 3 && kChunks == 2 ? 2 : 4;
     float scales[kAhead][kSc];
 
-    // Per block, chunk after chunk: MMAs into `part`, wait, promote into `acc`. Scratch
-    // accumulators in rotation (2 or 3) to overlap MMAs with promotion do not help: ptxas
-    // (nvcc 13.0) serialises the wgmmas then (C7514, NOTES-sm90.md run 19f).
-    auto step = [&](const float(&sc)[kSc]) {
+    auto promote_chunk = [&](int c, const float(&pt)[kChunkN / 2], float sa0, float sa1, const float(&sc)[kSc]) {
+      if constexpr (T::kCross) {
+        // fragment groups of this chunk before the block boundary (may be <= 0 or >= all)
+        const int first_hi = (128 - col0 % 128 - c * kChunkN) / 8;
+        promote_regs_cross(chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi);
+      } else {
+        promote_regs(chunk_acc(c), pt, sa0 * sc[2 + c], sa1 * sc[2 + c]);
+      }
+    };
+    auto issue_mmas = [&](float(&pt)[kChunkN / 2], int st, int c) {
+      const uint32_t da = desc_a0 + st * kStageDescA;
+      const uint32_t db = desc_b0 + st * kStageDescB + c * kChunkDescB;
+      if constexpr (T::kTakeTurns) named_barrier(kTurnBarrier + ci, kTurnThreads);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 32; ++kk)
+        wgmma_fp8<kChunkN>(pt, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
+      wgmma_commit();
+      if constexpr (T::kTakeTurns) named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
+    };
+    auto next_stage = [&] {
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    };
+
+    // One block alone: MMAs chunk after chunk into `part`, wait, promote into `acc`.
+    auto step = [&](int i, int kb) {  // kb = kb0 + i
+      const float(&sc)[kSc] = scales[i];
       float sa0 = sc[0], sa1 = sc[1];
       mbar_wait(&full[stage], phase);
       if constexpr (kSaSmem) {  // this stage's A scales, read before the stage is released
@@ -260,42 +291,61 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        const uint32_t da = desc_a0 + stage * kStageDescA;
-        const uint32_t db = desc_b0 + stage * kStageDescB + c * kChunkDescB;
-        if constexpr (T::kTakeTurns) named_barrier(kTurnBarrier + ci, kTurnThreads);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kBlockK / 32; ++kk)
-          wgmma_fp8<kChunkN>(part, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
-        wgmma_commit();
-        if constexpr (T::kTakeTurns)
-          named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
+        issue_mmas(part, stage, c);
         wgmma_wait<0>();
         if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
-        if constexpr (T::kCross) {
-          // fragment groups of this chunk before the block boundary (may be <= 0 or >= all)
-          const int first_hi = (128 - col0 % 128 - c * kChunkN) / 8;
-          promote_regs_cross(chunk_acc(c), part, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi);
-        } else {
-          promote_regs(chunk_acc(c), part, sa0 * sc[2 + c], sa1 * sc[2 + c]);
-        }
+        promote_chunk(c, part, sa0, sa1, sc);
       }
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
+      next_stage();
+      if (kb + kAhead < kb_end) load_scales(scales[i]);
     };
+
 #pragma unroll
     for (int i = 0; i < kAhead; ++i)
       if (kb_begin + i < kb_end) load_scales(scales[i]);
-    for (int kb = kb_begin; kb < kb_end; kb += kAhead) {
+    int kb = kb_begin;
+    if constexpr (T::kOverlap) {
+      // Whole groups of kAhead blocks with two scratch accumulators: block i + 1's MMAs run
+      // while block i is promoted. A group ends with nothing in flight and has no runtime
+      // branches: otherwise ptxas serialises every wgmma (C7514). The rest goes block by block.
+      float part2[kChunkN / 2];
+      auto buf = [&](int i) -> float(&)[kChunkN / 2] { return i % 2 == 0 ? part : part2; };
+      for (; kb + kAhead <= kb_end; kb += kAhead) {
+        int st[2] = {};
+        float sa[2][2] = {};
+        auto finish = [&](int i) {  // block kb + i: its MMAs are done; release and promote
+          if (lane == 0) mbar_arrive(&empty[st[i % 2]]);
+          promote_chunk(0, buf(i), sa[i % 2][0], sa[i % 2][1], scales[i]);
+          if (kb + i + kAhead < kb_end) load_scales(scales[i]);
+        };
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          mbar_wait(&full[stage], phase);
+          st[i % 2] = stage;
+          if constexpr (kSaSmem) {
+            sa[i % 2][0] = my_sa[stage * BM];
+            sa[i % 2][1] = my_sa[stage * BM + 8];
+          } else {
+            sa[i % 2][0] = scales[i][0];
+            sa[i % 2][1] = scales[i][1];
+          }
+          issue_mmas(buf(i), stage, 0);
+          next_stage();
+          if (i > 0) {
+            wgmma_wait<1>();
+            finish(i - 1);
+          }
+        }
+        wgmma_wait<0>();
+        finish(kAhead - 1);
+      }
+    }
+    for (; kb < kb_end; kb += kAhead)
 #pragma unroll
       for (int i = 0; i < kAhead; ++i) {
         if (kb + i >= kb_end) break;
-        step(scales[i]);
-        if (kb + i + kAhead < kb_end) load_scales(scales[i]);
+        step(i, kb + i);
       }
-    }
 
     // Fragment position of acc[4j + 2h + e]: row frag_row + 8h, col 8j + frag_col + e.
     const int frag_col = 2 * (lane % 4);
