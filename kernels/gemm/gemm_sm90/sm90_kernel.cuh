@@ -72,8 +72,9 @@ struct TileShape {
   // A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
   // promoted before the next chunk's, so only one chunk-sized scratch accumulator is live
   // next to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns
-  // (144 with two consumer warpgroups, which have the registers), else two halves.
-  static constexpr int kChunkN = kWN <= 128 || (kWN == 144 && kConsumerWGs == 2) ? kWN : kWN / 2;
+  // (192 with two consumer warpgroups, which have the registers; NOTES-sm90.md run 27), else
+  // two halves.
+  static constexpr int kChunkN = kWN <= 128 || (kWN <= 192 && kConsumerWGs == 2) ? kWN : kWN / 2;
   static constexpr int kChunks = kWN / kChunkN;
   // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
   // tiles and to hurt the two-chunk ones (NOTES-sm90.md run 19).
@@ -248,9 +249,9 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
     };
     // Scales are loaded kAhead blocks ahead: their global loads queue behind the operand
-    // traffic and took longer than two blocks (ncu, NOTES run 19). 192x144 has not the
-    // registers for it.
-    constexpr int kAhead = T::kConsumerWGs == 3 && kChunks == 2 ? 2 : 4;
+    // traffic and took longer than two blocks (ncu, NOTES run 19). 192x144 and the 192-wide
+    // chunk of 128x192 have not the registers for it.
+    constexpr int kAhead = (T::kConsumerWGs == 3 && kChunks == 2) || kChunkN == 192 ? 2 : 4;
     float scales[kAhead][kSc];
 
     auto promote_chunk = [&](int c, const float(&pt)[kChunkN / 2], float sa0, float sa1, const float(&sc)[kSc]) {
