@@ -282,7 +282,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     };
 
     // One block alone: MMAs chunk after chunk into `part`, wait, promote into `acc`.
-    auto step = [&](int i, int kb) {  // kb = kb0 + i
+    auto step = [&](int i, int kb) {  // block kb, its scales in scales[i]
       const float(&sc)[kSc] = scales[i];
       float sa0 = sc[0], sa1 = sc[1];
       mbar_wait(&full[stage], phase);
