@@ -41,8 +41,9 @@ constexpr TunedShape kTuned[] = {
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
 // blocks at the per-CTA rate measured with every SM busy (6144x4608x7168 in compare.py's
-// scale layout, run 27 sweep, after 2 us per tile), plus a fixed cost per tile
-// (pipeline fill, epilogue) and per split tile (cluster reduction).
+// scale layout, run 27 sweep, after 2 us per tile), plus a fixed cost per tile (pipeline
+// fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were
+// fitted to run 27's timings of every candidate on 46 shapes (NOTES-sm90.md run 27g).
 inline double kblock_us(const TileConfig& c) {
   if (c.block_m == 192) return c.block_n == 144 ? 0.81 : 0.56;
   if (c.block_m == 128) {
@@ -59,8 +60,8 @@ inline double kblock_us(const TileConfig& c) {
 }
 
 struct CostModel {
-  double tile_overhead_us = 2.0;
-  double split_overhead_us = 4.0;
+  double tile_overhead_us = 3.0;
+  double split_overhead_us = 6.0;  // per CTA beyond the first of a split tile
 };
 
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
@@ -70,7 +71,7 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
   const int64_t waves = (tiles + slots - 1) / slots;
   const int64_t kb_per_cta = (kb + c.split - 1) / c.split;
-  const double per_tile = kb_per_cta * kblock_us(c) + cm.tile_overhead_us + (c.split > 1 ? cm.split_overhead_us : 0.0);
+  const double per_tile = kb_per_cta * kblock_us(c) + cm.tile_overhead_us + (c.split - 1) * cm.split_overhead_us;
   return waves * per_tile;
 }
 

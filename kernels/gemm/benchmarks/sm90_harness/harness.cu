@@ -10,6 +10,7 @@
 //   harness one M N K BM BN SPLIT [mn]   one K-major call after a warm-up (for profilers;
 //                            mn: a_scale M-contiguous, compare.py's layout)
 //   harness ab M N K BM BN SPLIT [BM BN SPLIT ...]   same-machine A/B, 5 interleaved rounds
+//   harness rank M N K [M N K ...]   the heuristic's choice against every candidate, per shape
 //   harness copy             the operand copy alone (challenge layout -> K-major) on the 18
 //                            shapes: run 16's kernel vs the register-transpose tiles, checked
 //                            byte for byte against a host transpose, cold L2, median of 30
@@ -606,6 +607,35 @@ int run_ab(int argc, char** argv) {
   return fails;
 }
 
+// The heuristic's choice against every candidate on shapes outside the tuned table: each
+// configuration timed once (median of 30, cold L2, compare.py's scale layout), then the
+// choice's time over the best one's.
+int run_rank(int argc, char** argv) {
+  if (argc < 5 || (argc - 2) % 3 != 0) return 2;
+  std::printf("rank,M,N,K,config,us\n");
+  for (int i = 2; i + 2 < argc; i += 3) {
+    const int64_t M = std::atoll(argv[i]), N = std::atoll(argv[i + 1]), K = std::atoll(argv[i + 2]);
+    Problem p = make_problem(M, N, K, Layout::KMajorScaleMN, 500 + i);
+    const TileConfig chosen = fp8gemm::sm90::choose_config(M, N, K);
+    const double chosen_us = time_us(p.args, &chosen);
+    double best_us = chosen_us;
+    TileConfig best = chosen;
+    for (const TileConfig& c : fp8gemm::sm90::kCandidates) {
+      const double us = time_us(p.args, &c);
+      std::printf("rank,%lld,%lld,%lld,%s,%.2f\n", (long long)M, (long long)N, (long long)K, cfg_name(c).c_str(), us);
+      if (us > 0 && us < best_us) {
+        best_us = us;
+        best = c;
+      }
+    }
+    std::printf("rank-chosen,%lld,%lld,%lld,chosen %s %.2f us,best %s %.2f us,ratio %.3f\n", (long long)M,
+                (long long)N, (long long)K, cfg_name(chosen).c_str(), chosen_us, cfg_name(best).c_str(), best_us,
+                chosen_us / best_us);
+    p.release();
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
   CK(cudaMalloc(&g_workspace, g_workspace_size));
@@ -620,6 +650,7 @@ int main(int argc, char** argv) {
   if (mode == "one") return run_one(argc, argv);
   if (mode == "copy") return run_copy();
   if (mode == "ab") return run_ab(argc, argv);
-  std::printf("usage: harness check|sweep|bench|waves|copy|one M N K BM BN SPLIT [mn]|ab M N K BM BN SPLIT [...]\n");
+  if (mode == "rank") return run_rank(argc, argv);
+  std::printf("usage: harness check|sweep|bench|waves|copy|one M N K BM BN SPLIT [mn]|ab M N K BM BN SPLIT [...]|rank M N K [...]\n");
   return 2;
 }
