@@ -47,3 +47,52 @@ def test_kernels_benchmark_small_workload(kernel, device):
     # The `kernels benchmark` runner's own check.
     assert reference.dtype == bench.out.dtype
     assert (bench.out.float() - reference.float()).abs().max() <= 1e-2
+
+
+STAND_IN_HARNESS = """#!/usr/bin/env bash
+# Prints what sm90_harness/harness.cu prints, with this build's time {us} us for every call.
+case "$1" in
+  check) echo "check: {fails} failure(s)"; exit {fails} ;;
+  ab) echo "ab-median,$2,$3,$4,$5x$6s$7,samn {us} ({us}..{us}),kmaj {us} ({us}..{us})" ;;
+  bench) echo "geomean: kmaj {us} us, colmaj 50.00 us, kmaj with M-contiguous a_scale {us} us, deepgemm 43.00 us" ;;
+esac
+"""
+
+
+def run_variants(tmp_path, builds):
+    """variants.sh run over stand-in harness builds: {name: (us, check failures)}."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, (us, fails) in builds.items():
+        harness = bin_dir / name
+        harness.write_text(STAND_IN_HARNESS.format(us=us, fails=fails))
+        harness.chmod(0o755)
+    (bin_dir / "BUILDS").write_text("".join(f"{name}\n" for name in builds))
+    env = dict(os.environ, SM90BIN=str(bin_dir), OUT=str(tmp_path / "out"), SHAPES="6144 4096 512 192 128 1")
+    script = BENCHMARKS / "sm90_harness" / "variants.sh"
+    return subprocess.run(["bash", str(script), "run", "2"], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_variants_table_compares_builds_and_skips_checks_of_diagnostic_builds(tmp_path):
+    done = run_variants(tmp_path, {"main": ("10.00", 0), "exp-faster": ("9.00", 0), "diag-noepi": ("8.00", 3)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    table = (tmp_path / "out" / "variants-table.log").read_text()
+    assert "6144x4096x512 192x128s1 | 10.00 | 9.00 (-10.0%) | 8.00 (-20.0%)" in table
+    assert "bench geomean exp-faster: 9.00 / 9.00 us" in table
+    assert "bench geomean diag-noepi" not in table
+    checked = (tmp_path / "out" / "variants-check.log").read_text()
+    assert "main: check: 0 failure(s)" in checked and "diag-noepi" not in checked
+
+
+def test_variants_run_fails_when_a_build_fails_its_check(tmp_path):
+    done = run_variants(tmp_path, {"main": ("10.00", 0), "exp-wrong": ("9.00", 2)})
+    assert done.returncode == 1
+    assert "a build failed its check" in done.stdout
+    assert "exp-wrong: check: 2 failure(s)" in (tmp_path / "out" / "variants-check.log").read_text()
+
+
+def test_variants_build_names_a_missing_ref():
+    script = BENCHMARKS / "sm90_harness" / "variants.sh"
+    done = subprocess.run(["bash", str(script), "build", "no-such-branch"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "no git ref 'no-such-branch'" in done.stderr

@@ -19,8 +19,8 @@
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm -o harness \
 //     kernels/gemm/benchmarks/sm90_harness/harness.cu kernels/gemm/gemm_sm90/sm90_gemm.cu
 // A variant of the kernel: copy gemm_sm90/ to DIR/gemm_sm90, edit it, and build with
-// `-I DIR -I kernels/gemm ... DIR/gemm_sm90/sm90_gemm.cu`; ab_builds.sh times several
-// such builds against each other on one machine.
+// `-I DIR -I kernels/gemm ... DIR/gemm_sm90/sm90_gemm.cu`. variants.sh builds that for git
+// branches here and checks and times the builds against each other in one device call.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
