@@ -59,7 +59,7 @@ esac
 """
 
 
-def run_variants(tmp_path, builds):
+def run_variants(tmp_path, builds, phases="check ab bench"):
     """variants.sh run over stand-in harness builds: {name: (us, check failures)}."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -69,6 +69,7 @@ def run_variants(tmp_path, builds):
         harness.chmod(0o755)
     (bin_dir / "BUILDS").write_text("".join(f"{name}\n" for name in builds))
     env = dict(os.environ, SM90BIN=str(bin_dir), OUT=str(tmp_path / "out"), SHAPES="6144 4096 512 192 128 1")
+    env["PHASES"] = phases
     script = BENCHMARKS / "sm90_harness" / "variants.sh"
     return subprocess.run(["bash", str(script), "run", "2"], capture_output=True, text=True, env=env, timeout=60)
 
@@ -89,6 +90,15 @@ def test_variants_run_fails_when_a_build_fails_its_check(tmp_path):
     assert done.returncode == 1
     assert "a build failed its check" in done.stdout
     assert "exp-wrong: check: 2 failure(s)" in (tmp_path / "out" / "variants-check.log").read_text()
+
+
+def test_variants_runs_only_the_phases_asked_for(tmp_path):
+    done = run_variants(tmp_path, {"main": ("10.00", 0), "exp-wrong": ("9.00", 2)}, phases="ab")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert not (tmp_path / "out" / "variants-check.log").exists()
+    table = (tmp_path / "out" / "variants-table.log").read_text()
+    assert "| 10.00 | 9.00 (-10.0%)" in table and "bench geomean" not in table
+    assert "phases: ab " in done.stdout
 
 
 def test_variants_build_names_a_missing_ref():

@@ -9,8 +9,10 @@
 #   bash variants.sh run [ROUNDS]          on the device: for every build in .sm90bin/BUILDS,
 #       `harness check` (except builds named diag-*: experiment builds whose results are wrong
 #       by design), then ab_builds.sh over $SHAPES (default below) with ROUNDS rounds (default
-#       2), then `harness bench` twice per build in alternating order. Logs go to $OUT (default
-#       ./out); a table of per-shape medians and bench geomeans is printed last.
+#       2), then `harness bench` twice per build in alternating order. PHASES (default
+#       "check ab bench") picks some of the three, to split them over device calls. Logs go to
+#       $OUT (default ./out); each phase's duration and a table of per-shape medians and bench
+#       geomeans are printed last.
 #
 # Device call: run(command="bash kernels/gemm/benchmarks/sm90_harness/variants.sh run",
 #                  carry=[".sm90bin"])
@@ -90,22 +92,39 @@ run() {
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/variants-gpu.log"
   fi
-  for n in "${names[@]}"; do
-    [[ $n == diag-* ]] && continue
-    "$BIN/$n" check >"$OUT/variants-check-$n.log" 2>&1 || true
-    echo "$n: $(grep '^check:' "$OUT/variants-check-$n.log" || echo 'check: did not finish')" | tee -a "$OUT/variants-check.log"
-    grep -q '^check: 0 failure' "$OUT/variants-check-$n.log" || fails=1
-  done
-  SHAPES=${SHAPES:-$DEFAULT_SHAPES} bash "$HERE/ab_builds.sh" "$rounds" "${paths[@]}" | tee "$OUT/variants-ab.log"
-  local order=("${names[@]}") r
-  for r in 1 2; do
-    for n in "${order[@]}"; do
+  local phases=" ${PHASES:-check ab bench} " timing=""
+  : >"$OUT/variants-ab.log"
+  : >"$OUT/variants-bench.log"
+  if [[ $phases == *" check "* ]]; then
+    SECONDS=0
+    : >"$OUT/variants-check.log"
+    for n in "${names[@]}"; do
       [[ $n == diag-* ]] && continue
-      "$BIN/$n" bench 2>&1 | tee "$OUT/variants-bench-$n-$r.log" | grep '^geomean' | sed "s|^|$n,bench$r,|" |
-        tee -a "$OUT/variants-bench.log"
+      "$BIN/$n" check >"$OUT/variants-check-$n.log" 2>&1 || true
+      echo "$n: $(grep '^check:' "$OUT/variants-check-$n.log" || echo 'check: did not finish')" | tee -a "$OUT/variants-check.log"
+      grep -q '^check: 0 failure' "$OUT/variants-check-$n.log" || fails=1
     done
-    mapfile -t order < <(printf '%s\n' "${order[@]}" | tac)
-  done
+    timing+="check ${SECONDS}s "
+  fi
+  if [[ $phases == *" ab "* ]]; then
+    SECONDS=0
+    SHAPES=${SHAPES:-$DEFAULT_SHAPES} bash "$HERE/ab_builds.sh" "$rounds" "${paths[@]}" | tee "$OUT/variants-ab.log"
+    timing+="ab ${SECONDS}s "
+  fi
+  if [[ $phases == *" bench "* ]]; then
+    SECONDS=0
+    local order=("${names[@]}") r
+    for r in 1 2; do
+      for n in "${order[@]}"; do
+        [[ $n == diag-* ]] && continue
+        "$BIN/$n" bench 2>&1 | tee "$OUT/variants-bench-$n-$r.log" | grep '^geomean' | sed "s|^|$n,bench$r,|" |
+          tee -a "$OUT/variants-bench.log"
+      done
+      mapfile -t order < <(printf '%s\n' "${order[@]}" | tac)
+    done
+    timing+="bench ${SECONDS}s"
+  fi
+  echo "phases: $timing"
   python3 "$HERE/variants_table.py" "$OUT/variants-ab.log" "$OUT/variants-bench.log" "${names[@]}" |
     tee "$OUT/variants-table.log"
   [ "$fails" = 0 ] || { echo "variants.sh run: a build failed its check (see variants-check.log)"; exit 1; }
