@@ -53,7 +53,8 @@ STAND_IN_HARNESS = """#!/usr/bin/env bash
 # Prints what sm90_harness/harness.cu prints, with this build's time {us} us for every call.
 case "$1" in
   check) echo "check: {fails} failure(s)"; exit {fails} ;;
-  ab) echo "ab-median,$2,$3,$4,$5x$6s$7,samn {us} ({us}..{us}),kmaj {us} ({us}..{us})" ;;
+  ab) echo "ab-median,$2,$3,$4,$5x$6s$7,samn {us} ({us}..{us}),kmaj {us} ({us}..{us})"
+      echo "ab check: {fails} failure(s)"; exit {fails} ;;
   bench) echo "geomean: kmaj {us} us, colmaj 50.00 us, kmaj with M-contiguous a_scale {us} us, deepgemm 43.00 us" ;;
 esac
 """
@@ -83,6 +84,7 @@ def test_variants_table_compares_builds_and_skips_checks_of_diagnostic_builds(tm
     assert "bench geomean diag-noepi" not in table
     checked = (tmp_path / "out" / "variants-check.log").read_text()
     assert "main: check: 0 failure(s)" in checked and "diag-noepi" not in checked
+    assert "diag-noepi,round2,6144 4096 512: ab check: 3 failure(s)" in done.stderr
 
 
 def test_variants_run_fails_when_a_build_fails_its_check(tmp_path):

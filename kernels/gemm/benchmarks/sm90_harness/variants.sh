@@ -11,8 +11,8 @@
 #       by design), then ab_builds.sh over $SHAPES (default below) with ROUNDS rounds (default
 #       2), then `harness bench` twice per build in alternating order. PHASES (default
 #       "check ab bench") picks some of the three, to split them over device calls. Logs go to
-#       $OUT (default ./out); each phase's duration and a table of per-shape medians and bench
-#       geomeans are printed last.
+#       $OUT (default ./out), in seven files (a device call brings back eight at most); each
+#       phase's duration and a table of per-shape medians and bench geomeans are printed last.
 #
 # Device call: run(command="bash kernels/gemm/benchmarks/sm90_harness/variants.sh run",
 #                  carry=[".sm90bin"])
@@ -95,14 +95,18 @@ run() {
   local phases=" ${PHASES:-check ab bench} " timing=""
   : >"$OUT/variants-ab.log"
   : >"$OUT/variants-bench.log"
+  : >"$OUT/variants-bench-full.log"
   if [[ $phases == *" check "* ]]; then
     SECONDS=0
     : >"$OUT/variants-check.log"
+    : >"$OUT/variants-check-full.log"
     for n in "${names[@]}"; do
       [[ $n == diag-* ]] && continue
-      "$BIN/$n" check >"$OUT/variants-check-$n.log" 2>&1 || true
-      echo "$n: $(grep '^check:' "$OUT/variants-check-$n.log" || echo 'check: did not finish')" | tee -a "$OUT/variants-check.log"
-      grep -q '^check: 0 failure' "$OUT/variants-check-$n.log" || fails=1
+      local log
+      log=$("$BIN/$n" check 2>&1 || true)
+      printf '== %s\n%s\n' "$n" "$log" >>"$OUT/variants-check-full.log"
+      echo "$n: $(grep '^check:' <<<"$log" || echo 'check: did not finish')" | tee -a "$OUT/variants-check.log"
+      grep -q '^check: 0 failure' <<<"$log" || fails=1
     done
     timing+="check ${SECONDS}s "
   fi
@@ -117,7 +121,8 @@ run() {
     for r in 1 2; do
       for n in "${order[@]}"; do
         [[ $n == diag-* ]] && continue
-        "$BIN/$n" bench 2>&1 | tee "$OUT/variants-bench-$n-$r.log" | grep '^geomean' | sed "s|^|$n,bench$r,|" |
+        { echo "== $n, bench $r"; "$BIN/$n" bench 2>&1; } | tee -a "$OUT/variants-bench-full.log" |
+          grep '^geomean' | sed "s|^|$n,bench$r,|" |
           tee -a "$OUT/variants-bench.log"
       done
       mapfile -t order < <(printf '%s\n' "${order[@]}" | tac)
