@@ -108,3 +108,39 @@ def test_variants_build_names_a_missing_ref():
     done = subprocess.run(["bash", str(script), "build", "no-such-branch"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "no git ref 'no-such-branch'" in done.stderr
+
+
+STAND_IN_NCU = """#!/usr/bin/env bash
+# Answers like Nsight Compute: a metric list for --query-metrics, else each asked metric's value.
+if [ "$1" = --query-metrics ]; then
+  printf 'sm__throughput      Ratio    SM throughput\\nl1tex__data_bank_reads  Counter  bank reads\\n'
+  printf 'gpu__time_duration  Counter  duration\\n'
+  exit 0
+fi
+while [ $# -gt 0 ]; do [ "$1" = --metrics ] && metrics=$2; shift; done
+for m in ${metrics//,/ }; do echo "    $m   %   12.5"; done
+"""
+
+
+def test_ncu_builds_asks_only_for_counters_this_ncu_has(tmp_path):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "ncu").write_text(STAND_IN_NCU)
+    (tools / "ncu").chmod(0o755)
+    builds = tmp_path / "bin"
+    builds.mkdir()
+    (builds / "main").write_text("#!/bin/sh\n")
+    (builds / "main").chmod(0o755)
+    env = dict(os.environ, SM90BIN=str(builds), OUT=str(tmp_path / "out"), SHAPES="6144 4096 512 192 128 1")
+    env["PATH"] = f"{tools}:{env['PATH']}"
+    script = BENCHMARKS / "sm90_harness" / "ncu_builds.sh"
+    done = subprocess.run(["bash", str(script), "main"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "=== main 6144 4096 512 192 128 1" in done.stdout
+    assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in done.stdout
+    assert "l1tex__data_bank_reads.sum" in done.stdout and "gpu__time_duration.sum" in done.stdout
+    assert "this ncu has no lts__throughput" in done.stderr
+
+    missing = subprocess.run(["bash", str(script), "exp-none"], capture_output=True, text=True, env=env, timeout=60)
+    assert missing.returncode == 1
+    assert "no build" in missing.stderr and "exp-none" in missing.stderr
