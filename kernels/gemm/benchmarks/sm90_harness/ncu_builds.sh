@@ -15,7 +15,10 @@ ROOT=$(realpath "$(dirname "$0")/../../../..")
 BIN=$(realpath -m "${SM90BIN:-$ROOT/.sm90bin}")
 OUT=$(realpath -m "${OUT:-$ROOT/out}")
 [ $# -ge 1 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1 || true)
+NCU=$(command -v ncu || true)
+for candidate in /usr/local/cuda*/bin/ncu; do
+  [ -n "$NCU" ] || { [ -x "$candidate" ] && NCU=$candidate; }
+done
 [ -n "$NCU" ] || { echo "ncu_builds.sh: ncu not found (Nsight Compute is needed)" >&2; exit 1; }
 for b in "$@"; do [ -x "$BIN/$b" ] || { echo "ncu_builds.sh: no build $BIN/$b (run variants.sh build first)" >&2; exit 1; }; done
 mkdir -p "$OUT"
