@@ -6,15 +6,15 @@
 #   bash ncu_builds.sh BUILD [BUILD ...]      e.g. main diag-noepi
 #
 # SHAPES (default below: "M N K BM BN SPLIT" per line, SPLIT k for stream-K where the build
-# has it) picks the launches; one profiled
-# launch per build and shape (the third GEMM launch of `harness one`, clocks not locked).
+# has it) picks the launches; one profiled launch per build and shape (the third GEMM launch
+# of `harness one`, clocks not locked).
 # The counters asked for are those of this ncu that exist (checked against --query-metrics).
 # Output: $OUT/ncu-builds.log (all of ncu's report) and a summary on stdout.
 set -euo pipefail
 ROOT=$(realpath "$(dirname "$0")/../../../..")
 BIN=$(realpath -m "${SM90BIN:-$ROOT/.sm90bin}")
 OUT=$(realpath -m "${OUT:-$ROOT/out}")
-[ $# -ge 1 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n "2,11p" "$0" >&2; exit 2; }
 NCU=$(command -v ncu || true)
 for candidate in /usr/local/cuda*/bin/ncu; do
   [ -n "$NCU" ] || { [ -x "$candidate" ] && NCU=$candidate; }
@@ -29,7 +29,7 @@ SHAPES=${SHAPES:-"6144 4096 512 192 128 1
 
 "$NCU" --query-metrics --chip gh100 >"$OUT/ncu-query.txt" 2>&1 || true
 wanted=(
-  sm__throughput sm__pipe_tensor_op_gmma_cycles_active sm__inst_executed_pipe_tensor_op_gmma
+  sm__throughput sm__pipe_shared_cycles_active sm__inst_executed_pipe_tensor_op_gmma
   l1tex__throughput l1tex__data_bank_reads l1tex__data_bank_writes
   l1tex__data_pipe_lsu_wavefronts_mem_shared l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st
   l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st
@@ -48,6 +48,7 @@ for m in "${wanted[@]}"; do
     *) metrics+=("$m.sum" "$m.avg.pct_of_peak_sustained_elapsed") ;;
   esac
 done
+[ ${#metrics[@]} -gt 0 ] || { echo "ncu_builds.sh: ncu --query-metrics named none of the counters (see $OUT/ncu-query.txt)" >&2; exit 1; }
 list=$(IFS=,; echo "${metrics[*]}")
 
 : >"$OUT/ncu-builds.log"
