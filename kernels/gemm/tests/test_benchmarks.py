@@ -117,6 +117,7 @@ if [ "$1" = --query-metrics ]; then
   printf 'gpu__time_duration  Counter  duration\\n'
   exit 0
 fi
+case "$*" in *broken*) echo "==ERROR== the application failed"; exit 1 ;; esac
 while [ $# -gt 0 ]; do [ "$1" = --metrics ] && metrics=$2; shift; done
 for m in ${metrics//,/ }; do echo "    $m   %   12.5"; done
 """
@@ -129,14 +130,18 @@ def test_ncu_builds_asks_only_for_counters_this_ncu_has(tmp_path):
     (tools / "ncu").chmod(0o755)
     builds = tmp_path / "bin"
     builds.mkdir()
-    (builds / "main").write_text("#!/bin/sh\n")
-    (builds / "main").chmod(0o755)
+    for name in ("main", "broken"):
+        (builds / name).write_text("#!/bin/sh\n")
+        (builds / name).chmod(0o755)
     env = dict(os.environ, SM90BIN=str(builds), OUT=str(tmp_path / "out"), SHAPES="6144 4096 512 192 128 1")
     env["PATH"] = f"{tools}:{env['PATH']}"
     script = BENCHMARKS / "sm90_harness" / "ncu_builds.sh"
-    done = subprocess.run(["bash", str(script), "main"], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(["bash", str(script), "main", "broken"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "=== main 6144 4096 512 192 128 1" in done.stdout
+    # a failed profile shows no counters under its heading (not the previous build's)
+    assert done.stdout.rstrip().endswith("=== broken 6144 4096 512 192 128 1")
+    assert "ncu failed on broken" in done.stderr
     assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in done.stdout
     assert "l1tex__data_bank_reads.sum" in done.stdout and "gpu__time_duration.sum" in done.stdout
     assert "this ncu has no lts__throughput" in done.stderr

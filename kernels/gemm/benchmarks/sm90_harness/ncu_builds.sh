@@ -57,10 +57,11 @@ while read -r M N K BM BN S; do
   [ -n "$M" ] || continue
   for b in "$@"; do
     echo "=== $b $M $N $K $BM $BN $S" | tee -a "$OUT/ncu-builds.log"
-    "$NCU" --clock-control none -k regex:fp8_gemm_sm90 --launch-skip 2 --launch-count 1 --metrics "$list" \
-      "$BIN/$b" one "$M" "$N" "$K" "$BM" "$BN" "$S" mn >>"$OUT/ncu-builds.log" 2>&1 ||
+    report=$("$NCU" --clock-control none -k regex:fp8_gemm_sm90 --launch-skip 2 --launch-count 1 --metrics "$list" \
+      "$BIN/$b" one "$M" "$N" "$K" "$BM" "$BN" "$S" mn 2>&1) ||
       echo "ncu_builds.sh: ncu failed on $b $M $N $K (see ncu-builds.log)" >&2
-    grep -E "^ +(sm__|l1tex__|lts__|dram__|gpu__)" "$OUT/ncu-builds.log" | tail -n "${#metrics[@]}" |
+    printf '%s\n' "$report" >>"$OUT/ncu-builds.log"
+    { grep -E "^ +(sm__|l1tex__|lts__|dram__|gpu__)" <<<"$report" || true; } |
       awk '{ printf "  %-70s %s %s\n", $1, $2, $3 }'
   done
 done <<<"$SHAPES"

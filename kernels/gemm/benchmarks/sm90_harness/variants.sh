@@ -54,6 +54,8 @@ build() {
     nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I "$src" -I kernels/gemm \
       -o "$BIN/$name" "$HERE/harness.cu" "$src/gemm_sm90/sm90_gemm.cu" 2>"$BIN/$name.nvcc" || {
       cat "$BIN/$name.nvcc" >&2
+      rm -rf "$src" "$BIN/$name.nvcc"
+      echo "variants.sh build: $ref did not compile (the harness is this tree's harness.cu)" >&2
       exit 1
     }
     # one line per kernel: its name, then ptxas's spill and register report
