@@ -18,20 +18,22 @@ constexpr TileConfig kCandidates[] = {
     {192, 144, 1}, {128, 192, 1}, {128, 144, 1}, {128, 96, 1}, {64, 192, 1},
     {128, 192, 2}, {128, 144, 2}, {64, 192, 2}, {128, 192, 3}, {128, 144, 3},
     {128, 192, 4}, {128, 144, 4},
+    // 72-wide warpgroup rows: N = 576 in 4 or 8 tiles (NOTES-sm90.md run 31)
+    {64, 144, 1}, {64, 144, 2}, {128, 72, 1}, {128, 72, 2},
 };
 
 // The best configuration for each of the 18 ranked shapes on one H100 SXM: the mean of two
 // sweeps of all candidates in compare.py's scale layout (NOTES-sm90.md runs 19, 24 and 27,
-// benchmarks/sm90_harness/sweep-run27-2026-11-23-h100.csv). Each re-sweep changed only the
-// shapes where another configuration won by more than 1% in both rounds. Used on GPUs with
-// that many SMs.
+// benchmarks/sm90_harness/sweep-run27-2026-11-23-h100.csv; 1024x576x7168: run 31's A/B of its
+// tile widths). Each re-sweep changed only the shapes where another configuration won by
+// more than 1% in both rounds. Used on GPUs with that many SMs.
 constexpr int kTunedSms = 132;
 struct TunedShape {
   int64_t M, N, K;
   TileConfig config;
 };
 constexpr TunedShape kTuned[] = {
-    {1024, 1536, 7168, {128, 128, 1}}, {1024, 3072, 1536, {128, 192, 1}}, {1024, 576, 7168, {64, 128, 1}},
+    {1024, 1536, 7168, {128, 128, 1}}, {1024, 3072, 1536, {128, 192, 1}}, {1024, 576, 7168, {64, 144, 2}},
     {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 128, 1}}, {1024, 4608, 7168, {192, 128, 1}},
     {1024, 7168, 2304, {192, 128, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
     {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {192, 144, 1}},
@@ -41,9 +43,10 @@ constexpr TunedShape kTuned[] = {
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
 // blocks at the per-CTA rate measured with every SM busy (6144x4608x7168 in compare.py's
-// scale layout, run 27 sweep, after 2 us per tile), plus a fixed cost per tile (pipeline
-// fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were
-// fitted to run 27's timings of every candidate on 46 shapes (NOTES-sm90.md run 27g).
+// scale layout, run 27 sweep, after 2 us per tile; the 72-wide warpgroup rows from run 31's
+// A/B on that shape), plus a fixed cost per tile (pipeline fill, epilogue) and per CTA a
+// split adds (cluster reduction). The two fixed costs were fitted to run 27's timings of
+// every candidate on 46 shapes (NOTES-sm90.md run 27g).
 inline double kblock_us(const TileConfig& c) {
   if (c.block_m == 192) return c.block_n == 144 ? 0.81 : 0.56;
   if (c.block_m == 128) {
@@ -53,10 +56,11 @@ inline double kblock_us(const TileConfig& c) {
       case 144: return 0.56;
       case 128: return 0.39;
       case 96: return 0.43;
+      case 72: return 0.37;
       default: return 0.30;
     }
   }
-  return c.block_n == 256 ? 0.47 : c.block_n == 192 ? 0.46 : 0.29;
+  return c.block_n == 256 ? 0.47 : c.block_n == 192 ? 0.46 : c.block_n == 144 ? 0.35 : 0.29;
 }
 
 struct CostModel {

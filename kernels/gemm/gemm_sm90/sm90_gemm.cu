@@ -225,8 +225,10 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const KernelPa
 bool valid_config(const TileConfig& c) {
   const bool tile = (c.block_m == 192 && (c.block_n == 128 || c.block_n == 144)) ||
                     (c.block_m == 128 && (c.block_n == 256 || c.block_n == 192 || c.block_n == 144 ||
-                                          c.block_n == 128 || c.block_n == 96 || c.block_n == 64)) ||
-                    (c.block_m == 64 && (c.block_n == 128 || c.block_n == 192 || c.block_n == 256));
+                                          c.block_n == 128 || c.block_n == 96 || c.block_n == 72 ||
+                                          c.block_n == 64)) ||
+                    (c.block_m == 64 && (c.block_n == 128 || c.block_n == 144 || c.block_n == 192 ||
+                                         c.block_n == 256));
   return tile && c.split >= 1 && c.split <= kMaxSplit;
 }
 
@@ -317,8 +319,10 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   if (BM == 128 && BN == 144) return launch<128, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
   if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
   if (BM == 128 && BN == 96) return launch<128, 96>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 128 && BN == 72) return launch<128, 72>(map_a, map_b, p, g, device, sms, stream, after_copy);
   if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, p, g, device, sms, stream, after_copy);
   if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  if (BM == 64 && BN == 144) return launch<64, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
   if (BM == 64 && BN == 192) return launch<64, 192>(map_a, map_b, p, g, device, sms, stream, after_copy);
   return launch<64, 256>(map_a, map_b, p, g, device, sms, stream, after_copy);
 }

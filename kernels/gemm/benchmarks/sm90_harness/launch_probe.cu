@@ -1,0 +1,157 @@
+// What a launch costs under the timing protocol of shared/reference/fp8-gemm-h100-peers.md
+// (256 MB L2 flush before each call, events around the call, median of 30), with nothing
+// inside the kernel: the GEMM kernel's frame (grid of 128 CTAs, 384 threads, 200 KB of
+// dynamic shared memory) launched plain and as clusters of 2 and 4, and the split-K path's
+// cluster work alone (cluster barriers; the steps of the kernel's split-K epilogue on a 64x144
+// fp32 partial tile). NOTES-sm90.md run 31.
+//
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm \
+//     -o launch_probe kernels/gemm/benchmarks/sm90_harness/launch_probe.cu
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "gemm_sm90/sm90_ptx.cuh"
+
+using namespace fp8gemm::sm90;
+
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+constexpr int kThreads = 384, kSmem = 200 * 1024, kGrid = 128;
+constexpr int kRows = 64, kCols = 144, kStride = kCols + 4;  // the split-K buffer of 64x144s2
+
+enum class Work {
+  kNone,
+  kOneBarrier,
+  kTwoBarriers,
+  kReduce,         // the kernel's split-K steps: partial tile to shared memory, cluster barrier,
+                   // 1/split of it summed from every CTA (float4, loads before sums), bf16 stores
+                   // of the sums to global memory, cluster barrier (both .release)
+  kReduceRelaxed,  // the same with the second barrier's arrive .relaxed
+};
+
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+template <Work kWork>
+__global__ void __launch_bounds__(kThreads, 1) frame(uint16_t* out) {
+  extern __shared__ float red[];
+  if constexpr (kWork == Work::kOneBarrier) {
+    cluster_sync_all();
+  } else if constexpr (kWork == Work::kTwoBarriers) {
+    cluster_sync_all();
+    cluster_sync_all();
+  } else if constexpr (kWork == Work::kReduce || kWork == Work::kReduceRelaxed) {
+    // 256 "consumer" threads as in 64x144 (two consumer warpgroups), the producer warpgroup
+    // only takes part in the barriers
+    const int ct = int(threadIdx.x) - 128;
+    if (ct >= 0)
+      for (int i = ct; i < kRows * kCols / 2; i += 256)
+        *reinterpret_cast<float2*>(&red[(2 * i / kCols) * kStride + (2 * i) % kCols]) = make_float2(float(i), 1.f);
+    cluster_sync_all();
+    uint32_t n = 0;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    const int rank = int(cluster_rank());
+    constexpr int kItems = kRows * kCols / 4, kIters = (kItems / 2 + 255) / 256;
+    const int lo = rank * kItems / int(n), hi = (rank + 1) * kItems / int(n);
+    if (ct >= 0) {
+      float4 sum[kIters];
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int q = 0; q < int(n); ++q) {
+        const float* peer = dsmem_ptr(red, q);
+#pragma unroll
+        for (int i = 0; i < kIters; ++i) {
+          const int f = lo + ct + i * 256;
+          if (f >= hi) break;
+          const float4 v = *reinterpret_cast<const float4*>(peer + (f / (kCols / 4)) * kStride + (f % (kCols / 4)) * 4);
+          sum[i].x += v.x;
+          sum[i].y += v.y;
+          sum[i].z += v.z;
+          sum[i].w += v.w;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) {
+        const int f = lo + ct + i * 256;
+        if (f >= hi) break;
+        const int64_t row = int64_t(blockIdx.x / n) * kRows + f / (kCols / 4);
+        *reinterpret_cast<uint2*>(out + row * kCols + (f % (kCols / 4)) * 4) =
+            make_uint2(__float_as_uint(sum[i].x + sum[i].y), __float_as_uint(sum[i].z + sum[i].w));
+      }
+    }
+    if constexpr (kWork == Work::kReduce)
+      cluster_sync_all();
+    else
+      cluster_sync_relaxed();
+  }
+}
+
+template <Work kWork>
+float time_us(int cluster, void* flush, size_t flush_bytes, uint16_t* out) {
+  auto kernel = frame<kWork>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(cluster);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kGrid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ts;
+  for (int i = 0; i < 35; ++i) {
+    CK(cudaMemsetAsync(flush, 0, flush_bytes));
+    CK(cudaEventRecord(e0));
+    CK(cudaLaunchKernelEx(&cfg, kernel, out));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 5) ts.push_back(ms * 1000.f);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+int main() {
+  const size_t flush_bytes = size_t(256) << 20;
+  void* flush = nullptr;
+  uint16_t* out = nullptr;
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMalloc(&out, size_t(kGrid) * kRows * kCols * 2));
+  for (int round = 1; round <= 3; ++round)
+    for (int cluster : {1, 2, 4}) {
+      std::printf("launch-probe,round%d,cluster %d,empty %.2f us", round, cluster,
+                  time_us<Work::kNone>(cluster, flush, flush_bytes, out));
+      if (cluster > 1) {
+        std::printf(",one cluster barrier %.2f,two %.2f", time_us<Work::kOneBarrier>(cluster, flush, flush_bytes, out),
+                    time_us<Work::kTwoBarriers>(cluster, flush, flush_bytes, out));
+        std::printf(",split-K steps %.2f,with the last arrive relaxed %.2f",
+                    time_us<Work::kReduce>(cluster, flush, flush_bytes, out),
+                    time_us<Work::kReduceRelaxed>(cluster, flush, flush_bytes, out));
+      }
+      std::printf(" (us)\n");
+    }
+  CK(cudaFree(flush));
+  CK(cudaFree(out));
+  return 0;
+}
