@@ -23,7 +23,7 @@ done
 # them in step with the kernel.
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
-for tool in harness wgmma_probe; do
+for tool in harness wgmma_probe launch_probe; do
   sources=(kernels/gemm/benchmarks/sm90_harness/$tool.cu)
   [ "$tool" = harness ] && sources+=(kernels/gemm/gemm_sm90/sm90_gemm.cu)
   echo "nvcc kernels/gemm/benchmarks/sm90_harness/$tool.cu"

@@ -34,18 +34,10 @@
 #include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_gemm.h"
 #include "gemm_sm90/sm90_kernel.cuh"
+#include "cold_timing.h"
 
 using fp8gemm::GemmArgs;
 using fp8gemm::sm90::TileConfig;
-
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 struct Shape {
   int64_t M, N, K;
@@ -208,7 +200,6 @@ Problem make_problem(int64_t M, int64_t N, int64_t K, Layout layout, uint64_t se
 void* g_workspace = nullptr;
 size_t g_workspace_size = size_t(512) << 20;
 void* g_flush = nullptr;
-const size_t kFlushBytes = size_t(256) << 20;
 
 bool call(const GemmArgs& g, const TileConfig* cfg) {
   fp8gemm::Status s;
@@ -285,26 +276,9 @@ bool check(int64_t M, int64_t N, int64_t K, Layout layout, const TileConfig* cfg
 
 // ---- timing ---------------------------------------------------------------------------
 double time_us(const GemmArgs& g, const TileConfig* cfg, int reps = 30) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   for (int i = 0; i < 5; ++i)
     if (!call(g, cfg)) return -1;
-  std::vector<float> ts;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaMemsetAsync(g_flush, 0, kFlushBytes, 0));
-    CK(cudaEventRecord(e0, 0));
-    call(g, cfg);
-    CK(cudaEventRecord(e1, 0));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    ts.push_back(ms * 1000.f);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
+  return median_cold_us(g_flush, reps, [&] { call(g, cfg); });
 }
 
 int run_check() {
@@ -533,24 +507,8 @@ int run_copy() {
         for (int64_t k = 0; k < pitch; ++k)
           if (gb[r * pitch + k] != (k < s.K ? hb[k * s.N + r] : 0)) { ok = false; break; }
       fails += !ok;
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      std::vector<float> ts;
-      for (int i = 0; i < 33; ++i) {
-        CK(cudaMemsetAsync(g_flush, 0, kFlushBytes, 0));
-        CK(cudaEventRecord(e0, 0));
-        launch_copy(v, a, b, s.M, s.N, s.K, da, db);
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 3) ts.push_back(ms * 1000.f);
-      }
-      CK(cudaEventDestroy(e0));
-      CK(cudaEventDestroy(e1));
-      std::sort(ts.begin(), ts.end());
-      const double us = ts[ts.size() / 2];
+      for (int i = 0; i < 3; ++i) launch_copy(v, a, b, s.M, s.N, s.K, da, db);
+      const double us = median_cold_us(g_flush, 30, [&] { launch_copy(v, a, b, s.M, s.N, s.K, da, db); });
       if (idx < 18) lg[v] += std::log(us);
       std::printf("copy,%d,%lld,%lld,%lld,%.1f,%s,%.2f,%.2f,%s\n", idx, (long long)s.M, (long long)s.N,
                   (long long)s.K, mb, kCopyNames[v], us, mb / us, ok ? "PASS" : "FAIL");

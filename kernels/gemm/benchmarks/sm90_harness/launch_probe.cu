@@ -9,22 +9,12 @@
 //     -o launch_probe kernels/gemm/benchmarks/sm90_harness/launch_probe.cu
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "gemm_sm90/sm90_ptx.cuh"
+#include "cold_timing.h"
 
 using namespace fp8gemm::sm90;
-
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 constexpr int kThreads = 384, kSmem = 200 * 1024, kGrid = 128;
 constexpr int kRows = 64, kCols = 144, kStride = kCols + 4;  // the split-K buffer of 64x144s2
@@ -98,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 1) frame(uint16_t* out) {
 }
 
 template <Work kWork>
-float time_us(int cluster, void* flush, size_t flush_bytes, uint16_t* out) {
+float time_us(int cluster, void* flush, uint16_t* out) {
   auto kernel = frame<kWork>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   cudaLaunchAttribute attr;
@@ -112,42 +102,25 @@ float time_us(int cluster, void* flush, size_t flush_bytes, uint16_t* out) {
   cfg.dynamicSmemBytes = kSmem;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ts;
-  for (int i = 0; i < 35; ++i) {
-    CK(cudaMemsetAsync(flush, 0, flush_bytes));
-    CK(cudaEventRecord(e0));
-    CK(cudaLaunchKernelEx(&cfg, kernel, out));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 5) ts.push_back(ms * 1000.f);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
+  for (int i = 0; i < 5; ++i) CK(cudaLaunchKernelEx(&cfg, kernel, out));
+  return median_cold_us(flush, 30, [&] { CK(cudaLaunchKernelEx(&cfg, kernel, out)); });
 }
 
 int main() {
-  const size_t flush_bytes = size_t(256) << 20;
   void* flush = nullptr;
   uint16_t* out = nullptr;
-  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMalloc(&flush, kFlushBytes));
   CK(cudaMalloc(&out, size_t(kGrid) * kRows * kCols * 2));
   for (int round = 1; round <= 3; ++round)
     for (int cluster : {1, 2, 4}) {
       std::printf("launch-probe,round%d,cluster %d,empty %.2f us", round, cluster,
-                  time_us<Work::kNone>(cluster, flush, flush_bytes, out));
+                  time_us<Work::kNone>(cluster, flush, out));
       if (cluster > 1) {
-        std::printf(",one cluster barrier %.2f,two %.2f", time_us<Work::kOneBarrier>(cluster, flush, flush_bytes, out),
-                    time_us<Work::kTwoBarriers>(cluster, flush, flush_bytes, out));
+        std::printf(",one cluster barrier %.2f,two %.2f", time_us<Work::kOneBarrier>(cluster, flush, out),
+                    time_us<Work::kTwoBarriers>(cluster, flush, out));
         std::printf(",split-K steps %.2f,with the last arrive relaxed %.2f",
-                    time_us<Work::kReduce>(cluster, flush, flush_bytes, out),
-                    time_us<Work::kReduceRelaxed>(cluster, flush, flush_bytes, out));
+                    time_us<Work::kReduce>(cluster, flush, out),
+                    time_us<Work::kReduceRelaxed>(cluster, flush, out));
       }
       std::printf(" (us)\n");
     }
