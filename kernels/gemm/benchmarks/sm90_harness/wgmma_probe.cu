@@ -3,10 +3,11 @@
 // each repeats, per "K block", 4 x wgmma m64n128k32 (e4m3, both operands from shared memory)
 // into a scratch accumulator, waits for them and promotes the scratch into a second
 // accumulator with one FFMA per element (the kernel's per-block work); or, for the bare MMA
-// rate, accumulates without waiting. Then the kernel's frame step by step (producer,
-// mbarriers, stages, turns, scales: probe_pipeline). Prints clocks per K block per CTA and
-// the tensor pipe's share of them (64 clocks per m64n128k32 at the FP8 dense rate).
-// NOTES-sm90.md run 23 has the numbers.
+// rate, accumulates without waiting; the same for the other wgmma widths of the kernel's
+// tiles (64 to 192). Then the kernel's frame step by step (producer, mbarriers, stages,
+// turns, scales: probe_pipeline). Prints clocks per K block per CTA and the tensor pipe's
+// share of them (N / 2 clocks per m64nNk32 at the FP8 dense rate). NOTES-sm90.md runs 23 and
+// 31 have the numbers.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm \
 //     -o wgmma_probe kernels/gemm/benchmarks/sm90_harness/wgmma_probe.cu
@@ -21,10 +22,13 @@
 using namespace fp8gemm::sm90;
 
 constexpr int kBlocks = 2000;  // K blocks per warpgroup
-constexpr int kTileBytes = 64 * 128 + 128 * 128;  // A 64 x 128 and B 128 x 128 bytes per warpgroup
+// A 64 x 128 and B N x 128 bytes per warpgroup
+__host__ __device__ constexpr int tile_bytes(int n) { return 64 * 128 + n * 128; }
 
-template <int W, bool kPromote>  // kPromote: wait and promote per K block; else accumulate, no waits
+// kPromote: wait and promote per K block; else accumulate, no waits. N: the wgmma width.
+template <int W, bool kPromote, int N = 128>
 __global__ void __launch_bounds__(128 * W, 1) probe(float* sink, long long* clocks) {
+  constexpr int kTileBytes = tile_bytes(N);
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int wg = threadIdx.x / 128;
@@ -34,27 +38,27 @@ __global__ void __launch_bounds__(128 * W, 1) probe(float* sink, long long* cloc
   __syncthreads();
   const uint64_t da = smem_desc_k128_sw128(smem + wg * kTileBytes);
   const uint64_t db = smem_desc_k128_sw128(smem + wg * kTileBytes + 64 * 128);
-  float part[64], acc[64];
+  float part[N / 2], acc[N / 2];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) part[i] = acc[i] = 0.f;
+  for (int i = 0; i < N / 2; ++i) part[i] = acc[i] = 0.f;
   const float s = 1.0f + threadIdx.x * 1e-7f;
   const long long t0 = clock64();
   for (int b = 0; b < kBlocks; ++b) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_fp8<128>(part, da + 2 * kk, db + 2 * kk, kPromote ? kk : 1);
+    for (int kk = 0; kk < 4; ++kk) wgmma_fp8<N>(part, da + 2 * kk, db + 2 * kk, kPromote ? kk : 1);
     wgmma_commit();
     if constexpr (kPromote) {
       wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < 64; ++i) asm volatile("fma.rn.f32 %0, %1, %2, %0;" : "+f"(acc[i]) : "f"(part[i]), "f"(s));
+      for (int i = 0; i < N / 2; ++i) asm volatile("fma.rn.f32 %0, %1, %2, %0;" : "+f"(acc[i]) : "f"(part[i]), "f"(s));
     }
   }
   wgmma_wait<0>();
   const long long t1 = clock64();
   float sum = 0.f;
 #pragma unroll
-  for (int i = 0; i < 64; ++i) sum += acc[i] + part[i];
+  for (int i = 0; i < N / 2; ++i) sum += acc[i] + part[i];
   sink[blockIdx.x * blockDim.x + threadIdx.x] = sum;
   if (threadIdx.x % 128 == 0) clocks[blockIdx.x * W + wg] = t1 - t0;
 }
@@ -197,11 +201,22 @@ void time_kernel(const char* name, Kernel kernel, int threads, int clocks_per_ct
   cudaFree(clocks);
 }
 
-template <int W, bool kPromote>
+// m64nNk32 takes N / 2 tensor clocks at the FP8 dense rate
+template <int W, bool kPromote, int N = 128>
 void run(const char* name, int sms) {
   char label[64];
-  std::snprintf(label, sizeof label, "%s, W=%d", name, W);
-  time_kernel(label, probe<W, kPromote>, 128 * W, W, W * kTileBytes + 1024, sms, 4.0 * 64 * W);
+  std::snprintf(label, sizeof label, N == 128 ? "%s, W=%d" : "%s, W=%d, n%d", name, W, N);
+  time_kernel(label, probe<W, kPromote, N>, 128 * W, W, W * tile_bytes(N) + 1024, sms, 4.0 * (N / 2) * W);
+}
+
+// The wgmma widths of the kernel's tiles, bare and with the per-block wait and promotion
+// (three warpgroups have not the registers for a 192-wide promotion).
+template <int N>
+void run_width(int sms) {
+  run<1, false, N>("no wait (accumulate on)", sms);
+  run<3, false, N>("no wait (accumulate on)", sms);
+  run<2, true, N>("wait + promote", sms);
+  if constexpr (N <= 144) run<3, true, N>("wait + promote", sms);
 }
 
 int main() {
@@ -213,6 +228,11 @@ int main() {
   run<1, false>("no wait (accumulate on)", sms);
   run<2, false>("no wait (accumulate on)", sms);
   run<3, false>("no wait (accumulate on)", sms);
+  run_width<64>(sms);
+  run_width<72>(sms);
+  run_width<96>(sms);
+  run_width<144>(sms);
+  run_width<192>(sms);
   float* sb;
   cudaMalloc(&sb, 1024 * sizeof(float));
   cudaMemset(sb, 0, 1024 * sizeof(float));
