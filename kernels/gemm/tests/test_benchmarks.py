@@ -1,5 +1,6 @@
 """The benchmark scripts themselves run (CPU smoke test; the H100 numbers come from compare.py)."""
 
+import csv
 import importlib.util
 import json
 import os
@@ -149,3 +150,43 @@ def test_ncu_builds_asks_only_for_counters_this_ncu_has(tmp_path):
     missing = subprocess.run(["bash", str(script), "exp-none"], capture_output=True, text=True, env=env, timeout=60)
     assert missing.returncode == 1
     assert "no build" in missing.stderr and "exp-none" in missing.stderr
+
+
+# ncu --page source --csv: a preamble line, then one row per SASS line
+NCU_SOURCE_HEAD = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Warp Stall Sampling (Not-issued Samples)"]
+NCU_SOURCE_HEAD += ["Instructions Executed", "stall_barrier", "stall_barrier (Not Issued)", "stall_long_sb"]
+NCU_SOURCE_HEAD += ["stall_selected"]
+NCU_SOURCE_ROWS = [
+    ["0x10", "SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [UR21], R25", "2", "0", "100", "0", "0", "0", "2"],
+    ["0x20", "@!P1  BRA 0x10", "30", "28", "100", "0", "0", "30", "0"],
+    ["0x30", "BAR.SYNC.DEFER_BLOCKING R196, 0x100", "0", "0", "100", "0", "0", "0", "0"],
+    ["0x40", "QGMMA.64x128x32.F32.E4M3.E4M3 R88, gdesc[UR20], RZ, !UPT", "20", "15", "100", "20", "15", "0", "0"],
+    ["0x50", "FFMA R180, R143, R212, R181", "40", "10", "6400", "0", "0", "0", "40"],
+    ["0x60", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "8", "8", "100", "8", "8", "0", "0"],
+]
+
+
+def test_ncu_stalls_sorts_samples_by_reason_and_instruction(tmp_path):
+    csv_path = tmp_path / "stalls.csv"
+    with csv_path.open("w", newline="") as f:
+        f.write('"==PROF== Connected to process 1"\n')
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows([NCU_SOURCE_HEAD, *NCU_SOURCE_ROWS])
+    script = BENCHMARKS / "sm90_harness" / "ncu_stalls.py"
+    done = subprocess.run([sys.executable, str(script), str(csv_path), "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "6 SASS lines, 100 samples"
+    assert lines[1] == "by reason: selected 42.0%, long_sb 30.0%, barrier 28.0%"
+    # the branch after a TRYWAIT is an mbarrier wait; the instruction after a BAR.SYNC waits for it
+    assert lines[2] == (
+        "by instruction: FFMA/FMUL 40.0%, mbarrier wait 30.0%, after a named barrier 20.0%, wgmma wait 8.0%, other 2.0%"
+    )
+    hottest = [line for line in lines if "*" in line.split("%")[0]]
+    assert len(hottest) == 2 and "BRA" in hottest[0] and "FFMA" in hottest[1]
+
+    not_source_page = tmp_path / "details.csv"
+    not_source_page.write_text('"ID","Section Name","Metric Name"\n"0","WarpStateStats","x"\n')
+    bad = subprocess.run(
+        [sys.executable, str(script), str(not_source_page)], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 1 and "has no 'Warp Stall Sampling (All Samples)' column" in bad.stderr
