@@ -161,6 +161,32 @@ __device__ __forceinline__ uint16_t to_bf16(float x) {
   return *reinterpret_cast<uint16_t*>(&v);
 }
 
+// Split-K: this CTA's part of a tile summed over the `split` CTAs of its cluster, whose fp32
+// partial tiles (kCols wide, rows kRowStride floats apart) lie at `red` in each one's shared
+// memory. Thread ct of kThreads sums the float4 items lo + ct + i * kThreads below hi, in
+// row-major order. All loads from one CTA are issued before any is summed, and the CTAs are
+// summed in rank order, so the result is deterministic.
+template <int kCols, int kRowStride, int kThreads, int kIters>
+__device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], const float* red, int split, int lo,
+                                                     int hi, int ct) {
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int q = 0; q < split; ++q) {
+    const float* peer = dsmem_ptr(red, q);
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int f = lo + ct + i * kThreads;
+      if (f >= hi) break;
+      const int r = f / (kCols / 4), c = (f % (kCols / 4)) * 4;
+      const float4 v = *reinterpret_cast<const float4*>(peer + r * kRowStride + c);
+      sum[i].x += v.x;
+      sum[i].y += v.y;
+      sum[i].z += v.z;
+      sum[i].w += v.w;
+    }
+  }
+}
+
 // ---------------- consumers ----------------
 // kSaSmem: the A scales come with each stage (TMA); else from global memory.
 template <int BM, int BN, bool kSaSmem>
@@ -365,30 +391,14 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
               make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         }
       cluster_sync_all();
-      // This CTA reduces float4 columns [lo, hi) of the tile (row-major order), 1/split of
-      // it; all loads from one peer are issued before any is summed.
+      // This CTA reduces and stores float4 items [lo, hi) of the tile, 1/split of it.
       constexpr int kItems = BM * BN / 4;
       constexpr int kStride = T::kConsumerThreads;
       constexpr int kMaxIters = (kItems / 2 + kStride - 1) / kStride;  // split >= 2
       const int lo = rank * kItems / p.split, hi = (rank + 1) * kItems / p.split;
       const int ct = threadIdx.x - 128;
       float4 sum[kMaxIters];
-#pragma unroll
-      for (int i = 0; i < kMaxIters; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int q = 0; q < p.split; ++q) {  // fixed order: the result is deterministic
-        const float* peer = dsmem_ptr(red, q);
-#pragma unroll
-        for (int i = 0; i < kMaxIters; ++i) {
-          const int f = lo + ct + i * kStride;
-          if (f >= hi) break;
-          const int r = f / (BN / 4), c = (f % (BN / 4)) * 4;
-          const float4 v = *reinterpret_cast<const float4*>(peer + r * T::kRedStride + c);
-          sum[i].x += v.x;
-          sum[i].y += v.y;
-          sum[i].z += v.z;
-          sum[i].w += v.w;
-        }
-      }
+      sum_cluster_partials<BN, T::kRedStride, kStride>(sum, red, p.split, lo, hi, ct);
 #pragma unroll
       for (int i = 0; i < kMaxIters; ++i) {
         const int f = lo + ct + i * kStride;

@@ -11,7 +11,7 @@
 
 #include <cstdio>
 
-#include "gemm_sm90/sm90_ptx.cuh"
+#include "gemm_sm90/sm90_kernel.cuh"
 #include "cold_timing.h"
 
 using namespace fp8gemm::sm90;
@@ -56,21 +56,7 @@ __global__ void __launch_bounds__(kThreads, 1) frame(uint16_t* out) {
     const int lo = rank * kItems / int(n), hi = (rank + 1) * kItems / int(n);
     if (ct >= 0) {
       float4 sum[kIters];
-#pragma unroll
-      for (int i = 0; i < kIters; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int q = 0; q < int(n); ++q) {
-        const float* peer = dsmem_ptr(red, q);
-#pragma unroll
-        for (int i = 0; i < kIters; ++i) {
-          const int f = lo + ct + i * 256;
-          if (f >= hi) break;
-          const float4 v = *reinterpret_cast<const float4*>(peer + (f / (kCols / 4)) * kStride + (f % (kCols / 4)) * 4);
-          sum[i].x += v.x;
-          sum[i].y += v.y;
-          sum[i].z += v.z;
-          sum[i].w += v.w;
-        }
-      }
+      sum_cluster_partials<kCols, kStride, 256>(sum, red, int(n), lo, hi, ct);
 #pragma unroll
       for (int i = 0; i < kIters; ++i) {
         const int f = lo + ct + i * 256;
