@@ -24,8 +24,9 @@ enum class Work {
   kOneBarrier,
   kTwoBarriers,
   kReduce,         // the kernel's split-K steps: partial tile to shared memory, cluster barrier,
-                   // 1/split of it summed from every CTA (float4, loads before sums), bf16 stores
-                   // of the sums to global memory, cluster barrier (both .release)
+                   // 1/split of it summed from every CTA (the kernel's sum_cluster_partials),
+                   // 8-byte global stores per 4 sums (raw bits, not converted to bf16 as the
+                   // kernel does), cluster barrier (both .release)
   kReduceRelaxed,  // the same with the second barrier's arrive .relaxed
 };
 
