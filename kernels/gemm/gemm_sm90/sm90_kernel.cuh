@@ -28,6 +28,8 @@
 // each CTA reduces and stores 1/split of the tile (no workspace, deterministic).
 #include <cuda_bf16.h>
 
+#include <utility>
+
 #include "sm90_ptx.cuh"
 #include "wgmma_fp8.cuh"
 
@@ -92,6 +94,13 @@ struct TileShape {
     return a;
   }
   static_assert(!kCross || kWN + 128 - gcd3(BN, kWN, 128) <= 256, "a warpgroup row spans at most 2 B scale blocks");
+  // Chunks start at multiples of gcd(BN, kChunkN, 128) columns: where one crosses into the next
+  // B scale block is a multiple of this many 8-column fragment groups.
+  static constexpr int kCrossStep = gcd3(BN, kChunkN, 128) / 8;
+  // Chunks of 96 columns or more promote through a jump to one unrolled copy per crossing
+  // point; 72-wide ones select each group's scales at run time, which measured faster for them
+  // (NOTES-sm90.md run 31g).
+  static constexpr bool kCrossJump = kCross && kChunkN >= 96;
   // Output staging: 64x64 boxes with 128-byte swizzle when the chunk is a multiple of 64
   // columns, else one unswizzled box of 64 x kChunkN.
   static constexpr bool kSwizzledOut = kChunkN % 64 == 0;
@@ -143,6 +152,18 @@ __device__ __forceinline__ void promote_regs_cross(float (&acc)[N], const float 
         : "+f"(acc[4 * j]), "+f"(acc[4 * j + 1]), "+f"(acc[4 * j + 2]), "+f"(acc[4 * j + 3])
         : "f"(pt[4 * j]), "f"(pt[4 * j + 1]), "f"(pt[4 * j + 2]), "f"(pt[4 * j + 3]), "f"(u0), "f"(u1));
   }
+}
+
+// promote_regs_cross for a chunk whose crossing group h = clamp(first_hi_group, 0, N / 4) is a
+// multiple of kStep: one unrolled copy per possible h, picked by a jump on h, so that no group
+// selects its scales at run time (NOTES-sm90.md run 31g).
+template <int N, int kStep, int... K>
+__device__ __forceinline__ void promote_regs_straddle(float (&acc)[N], const float (&pt)[N], float s0, float s1,
+                                                      float t0, float t1, int first_hi_group,
+                                                      std::integer_sequence<int, K...>) {
+  static_assert((N / 4) % kStep == 0, "the clamped crossing groups are multiples of kStep");
+  const int h = min(max(first_hi_group, 0), N / 4);
+  (void)((h == K * kStep && (promote_regs_cross(acc, pt, s0, s1, t0, t1, K * kStep), true)) || ...);
 }
 
 // One scale pair for the whole chunk.
@@ -284,7 +305,12 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       if constexpr (T::kCross) {
         // fragment groups of this chunk before the block boundary (may be <= 0 or >= all)
         const int first_hi = (128 - col0 % 128 - c * kChunkN) / 8;
-        promote_regs_cross(chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi);
+        if constexpr (T::kCrossJump)
+          promote_regs_straddle<kChunkN / 2, T::kCrossStep>(
+              chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi,
+              std::make_integer_sequence<int, kChunkN / 8 / T::kCrossStep + 1>{});
+        else
+          promote_regs_cross(chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi);
       } else {
         promote_regs(chunk_acc(c), pt, sa0 * sc[2 + c], sa1 * sc[2 + c]);
       }
