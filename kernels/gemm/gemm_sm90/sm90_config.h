@@ -23,10 +23,10 @@ constexpr TileConfig kCandidates[] = {
 };
 
 // The best configuration for each of the 18 ranked shapes on one H100 SXM: the mean of two
-// sweeps of all candidates in compare.py's scale layout (NOTES-sm90.md runs 19, 24 and 27,
-// benchmarks/sm90_harness/sweep-run27-2026-11-23-h100.csv; 1024x576x7168 and 1024x1536x7168:
-// run 31's A/Bs). Each re-sweep changed only the shapes where another configuration won by
-// more than 1% in both rounds. Used on GPUs with that many SMs.
+// sweeps of all candidates in compare.py's scale layout (NOTES-sm90.md runs 19, 24, 27 and 32,
+// benchmarks/sm90_harness/sweep-run32-2026-11-23-h100.csv). Each re-sweep changed only the
+// shapes where another configuration won by more than 1% in every round. Used on GPUs with
+// that many SMs.
 constexpr int kTunedSms = 132;
 struct TunedShape {
   int64_t M, N, K;
@@ -34,8 +34,8 @@ struct TunedShape {
 };
 constexpr TunedShape kTuned[] = {
     {1024, 1536, 7168, {128, 96, 1}},  {1024, 3072, 1536, {128, 192, 1}}, {1024, 576, 7168, {64, 144, 2}},
-    {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 128, 1}}, {1024, 4608, 7168, {192, 128, 1}},
-    {1024, 7168, 2304, {192, 128, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
+    {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 128, 1}}, {1024, 4608, 7168, {128, 144, 1}},
+    {1024, 7168, 2304, {128, 128, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
     {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {192, 144, 1}},
     {6144, 7168, 256, {192, 128, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
     {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
@@ -43,24 +43,24 @@ constexpr TunedShape kTuned[] = {
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
 // blocks at the per-CTA rate measured with every SM busy (6144x4608x7168 in compare.py's
-// scale layout, run 27 sweep, after 2 us per tile; the 72-wide warpgroup rows from run 31's
-// A/B on that shape), plus a fixed cost per tile (pipeline fill, epilogue) and per CTA a
+// scale layout, run 27 sweep, after 2 us per tile; the tiles whose B scales straddle and
+// 64x192 from run 32's sweeps, scaled by 0.98 to run 27's machine), plus a fixed cost per tile (pipeline fill, epilogue) and per CTA a
 // split adds (cluster reduction). The two fixed costs were fitted to run 27's timings of
 // every candidate on 46 shapes (NOTES-sm90.md run 27g).
 inline double kblock_us(const TileConfig& c) {
-  if (c.block_m == 192) return c.block_n == 144 ? 0.81 : 0.56;
+  if (c.block_m == 192) return c.block_n == 144 ? 0.69 : 0.56;
   if (c.block_m == 128) {
     switch (c.block_n) {
       case 256: return 0.87;
-      case 192: return 0.73;
-      case 144: return 0.56;
+      case 192: return 0.60;
+      case 144: return 0.49;
       case 128: return 0.39;
-      case 96: return 0.43;
-      case 72: return 0.37;
+      case 96: return 0.35;
+      case 72: return 0.33;
       default: return 0.30;
     }
   }
-  return c.block_n == 256 ? 0.47 : c.block_n == 192 ? 0.46 : c.block_n == 144 ? 0.35 : 0.29;
+  return c.block_n == 256 ? 0.47 : c.block_n == 192 ? 0.38 : c.block_n == 144 ? 0.28 : 0.29;
 }
 
 struct CostModel {

@@ -6,8 +6,8 @@
 // Both operands arrive K-major (the launcher makes K-major copies when they are not).
 // One CTA per SM: warpgroup 0 produces (one thread issues TMA loads of a BMx128 A tile and
 // a BNx128 B tile per stage into 128-byte-swizzled shared memory), the other 2 (3 for
-// BM = 192) consume with wgmma (e4m3 x e4m3 -> f32), each on its own 64-row (or, for
-// BM = 64, column) slice. Each 128-deep K block is accumulated into a scratch accumulator
+// 192x128, 192x144 and 64x192) consume with wgmma (e4m3 x e4m3 -> f32), each on its own
+// 64-row (or, for BM = 64, column) slice. Each 128-deep K block is accumulated into a scratch accumulator
 // that is then promoted into the tile accumulator with the block's scales (sa per row, sb
 // per 128 columns) in fp32: this is where the block scaling happens, and it also bounds
 // the error of the tensor cores' inexact FP8 accumulation. A consumer waits for its MMAs
@@ -58,8 +58,10 @@ struct KernelParams {
 template <int BM, int BN>
 struct TileShape {
   static_assert(BM == 64 || BM == 128 || BM == 192, "BM");
-  // One producer warpgroup and 2 consumer warpgroups (3 for BM = 192: one per 64 rows).
-  static constexpr int kConsumerWGs = BM == 192 ? 3 : 2;
+  // One producer warpgroup and 2 consumer warpgroups; 3 for BM = 192 (one per 64 rows) and
+  // for 64x192 (one per 64 columns): three keep the tensor pipe busier than two (NOTES-sm90.md
+  // runs 31d and 32).
+  static constexpr int kConsumerWGs = BM == 192 || (BM == 64 && BN == 192) ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
@@ -94,13 +96,26 @@ struct TileShape {
     return a;
   }
   static_assert(!kCross || kWN + 128 - gcd3(BN, kWN, 128) <= 256, "a warpgroup row spans at most 2 B scale blocks");
-  // Chunks start at multiples of gcd(BN, kChunkN, 128) columns: where one crosses into the next
-  // B scale block is a multiple of this many 8-column fragment groups.
-  static constexpr int kCrossStep = gcd3(BN, kChunkN, 128) / 8;
-  // Chunks of 96 columns or more promote through a jump to one unrolled copy per crossing
-  // point; 72-wide ones select each group's scales at run time, which measured faster for them
-  // (NOTES-sm90.md run 31g).
-  static constexpr bool kCrossJump = kCross && kChunkN >= 96;
+  // Crossing classes: a warpgroup's first column lies at a multiple of kColStep in its B scale
+  // block. Positions where every chunk crosses into the next block at the same fragment group
+  // (first_hi_group: the chunk's groups before the boundary) form one class; the K loop is
+  // compiled once per class, so that no group selects its scales at run time (NOTES-sm90.md
+  // run 32).
+  static constexpr int kColStep = gcd3(BN, kWN, 128);
+  __host__ __device__ static constexpr int first_hi_group(int col_in_block, int c) {
+    const int h = (128 - col_in_block - c * kChunkN) / 8;
+    return h < 0 ? 0 : h > kChunkN / 8 ? kChunkN / 8 : h;
+  }
+  __host__ __device__ static constexpr bool same_crossings(int x, int y) {
+    for (int c = 0; c < kChunks; ++c)
+      if (first_hi_group(x, c) != first_hi_group(y, c)) return false;
+    return true;
+  }
+  __host__ __device__ static constexpr bool is_class_rep(int x) {  // the first position of its class
+    for (int y = 0; y < x; y += kColStep)
+      if (same_crossings(x, y)) return false;
+    return true;
+  }
   // Output staging: 64x64 boxes with 128-byte swizzle when the chunk is a multiple of 64
   // columns, else one unswizzled box of 64 x kChunkN.
   static constexpr bool kSwizzledOut = kChunkN % 64 == 0;
@@ -154,16 +169,29 @@ __device__ __forceinline__ void promote_regs_cross(float (&acc)[N], const float 
   }
 }
 
-// promote_regs_cross for a chunk whose crossing group h = clamp(first_hi_group, 0, N / 4) is a
-// multiple of kStep: one unrolled copy per possible h, picked by a jump on h, so that no group
-// selects its scales at run time (NOTES-sm90.md run 31g).
-template <int N, int kStep, int... K>
-__device__ __forceinline__ void promote_regs_straddle(float (&acc)[N], const float (&pt)[N], float s0, float s1,
-                                                      float t0, float t1, int first_hi_group,
-                                                      std::integer_sequence<int, K...>) {
-  static_assert((N / 4) % kStep == 0, "the clamped crossing groups are multiples of kStep");
-  const int h = min(max(first_hi_group, 0), N / 4);
-  (void)((h == K * kStep && (promote_regs_cross(acc, pt, s0, s1, t0, t1, K * kStep), true)) || ...);
+// f(std::integral_constant<int, x>{}) for the representative position x of the crossing
+// class of col_in_block (TileShape); tiles that never cross have the one class of x = 0.
+template <class T, int Q, class F>
+__device__ __forceinline__ bool call_if_class(int col_in_block, F& f) {
+  constexpr int x = Q * T::kColStep;
+  if constexpr (T::is_class_rep(x)) {
+    if (T::same_crossings(col_in_block, x)) {
+      f(std::integral_constant<int, x>{});
+      return true;
+    }
+  }
+  return false;
+}
+template <class T, class F, int... Q>
+__device__ __forceinline__ void call_for_class(int col_in_block, F& f, std::integer_sequence<int, Q...>) {
+  (void)(call_if_class<T, Q>(col_in_block, f) || ...);
+}
+template <class T, class F>
+__device__ __forceinline__ void with_crossing_class(int col_in_block, F& f) {
+  if constexpr (T::kCross)
+    call_for_class<T>(col_in_block, f, std::make_integer_sequence<int, 128 / T::kColStep>{});
+  else
+    f(std::integral_constant<int, 0>{});
 }
 
 // One scale pair for the whole chunk.
@@ -271,134 +299,134 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       sb_next[c] = p.b_scale + int64_t(min(col0 / 128 + (T::kCross ? c : c * kChunkN / 128), p.n_blocks - 1)) * p.sb_nb +
                    int64_t(kb_begin) * p.sb_kb;
 
-    float part[kChunkN / 2];  // scratch accumulator of one chunk
+    // The K loop, compiled once per crossing class (TileShape): the position of the warpgroup's
+    // first column in its B scale block is a constant in it, so is every fragment group's scale.
+    auto k_loop = [&](auto col_in_block) {
+      [[maybe_unused]] constexpr int kColInBlock = decltype(col_in_block)::value;
+      float part[kChunkN / 2];  // scratch accumulator of one chunk
 #pragma unroll
-    for (int i = 0; i < kWN / 2; ++i) acc[i] = 0.f;
+      for (int i = 0; i < kWN / 2; ++i) acc[i] = 0.f;
 #pragma unroll
-    for (int i = 0; i < kChunkN / 2; ++i) part[i] = 0.f;
+      for (int i = 0; i < kChunkN / 2; ++i) part[i] = 0.f;
 
-    // Scales of the next block: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk},
-    // or with kCross {.., sb of the block of the warpgroup's first column, sb of the next}.
-    auto load_scales = [&](float(&sc)[kSc]) {
-      if constexpr (!kSaSmem) {
-        sc[0] = __ldg(sa_next[0]);
-        sc[1] = __ldg(sa_next[1]);
-        sa_next[0] += p.sa_kb;
-        sa_next[1] += p.sa_kb;
-      }
+      // Scales of the next block: sc = {sa fragment row 0, sa fragment row 1, sb of each chunk},
+      // or with kCross {.., sb of the block of the warpgroup's first column, sb of the next}.
+      auto load_scales = [&](float(&sc)[kSc]) {
+        if constexpr (!kSaSmem) {
+          sc[0] = __ldg(sa_next[0]);
+          sc[1] = __ldg(sa_next[1]);
+          sa_next[0] += p.sa_kb;
+          sa_next[1] += p.sa_kb;
+        }
 #pragma unroll
-      for (int c = 0; c < kSc - 2; ++c) {
-        sc[2 + c] = __ldg(sb_next[c]);
-        sb_next[c] += p.sb_kb;
-      }
-    };
-    auto chunk_acc = [&](int c) -> float(&)[kChunkN / 2] {
-      return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
-    };
-    // Scales are loaded kAhead blocks ahead: their global loads queue behind the operand
-    // traffic and took longer than two blocks (ncu, NOTES run 19). 192x144 and the 192-wide
-    // chunk of 128x192 have not the registers for it.
-    constexpr int kAhead = (T::kConsumerWGs == 3 && kChunks == 2) || kChunkN == 192 ? 2 : 4;
-    float scales[kAhead][kSc];
+        for (int c = 0; c < kSc - 2; ++c) {
+          sc[2 + c] = __ldg(sb_next[c]);
+          sb_next[c] += p.sb_kb;
+        }
+      };
+      auto chunk_acc = [&](int c) -> float(&)[kChunkN / 2] {
+        return *reinterpret_cast<float(*)[kChunkN / 2]>(acc + c * (kChunkN / 2));
+      };
+      // Scales are loaded kAhead blocks ahead: their global loads queue behind the operand
+      // traffic and took longer than two blocks (ncu, NOTES run 19). 192x144 and the 192-wide
+      // chunk of 128x192 have not the registers for it.
+      constexpr int kAhead = (T::kConsumerWGs == 3 && kChunks == 2) || kChunkN == 192 ? 2 : 4;
+      float scales[kAhead][kSc];
 
-    auto promote_chunk = [&](int c, const float(&pt)[kChunkN / 2], float sa0, float sa1, const float(&sc)[kSc]) {
-      if constexpr (T::kCross) {
-        // fragment groups of this chunk before the block boundary (may be <= 0 or >= all)
-        const int first_hi = (128 - col0 % 128 - c * kChunkN) / 8;
-        if constexpr (T::kCrossJump)
-          promote_regs_straddle<kChunkN / 2, T::kCrossStep>(
-              chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi,
-              std::make_integer_sequence<int, kChunkN / 8 / T::kCrossStep + 1>{});
-        else
-          promote_regs_cross(chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3], first_hi);
-      } else {
-        promote_regs(chunk_acc(c), pt, sa0 * sc[2 + c], sa1 * sc[2 + c]);
-      }
-    };
-    auto issue_mmas = [&](float(&pt)[kChunkN / 2], int st, int c) {
-      const uint32_t da = desc_a0 + st * kStageDescA;
-      const uint32_t db = desc_b0 + st * kStageDescB + c * kChunkDescB;
-      if constexpr (T::kTakeTurns) named_barrier(kTurnBarrier + ci, kTurnThreads);
-      wgmma_fence();
+      auto promote_chunk = [&](int c, const float(&pt)[kChunkN / 2], float sa0, float sa1, const float(&sc)[kSc]) {
+        if constexpr (T::kCross) {
+          promote_regs_cross(chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3],
+                             T::first_hi_group(kColInBlock, c));
+        } else {
+          promote_regs(chunk_acc(c), pt, sa0 * sc[2 + c], sa1 * sc[2 + c]);
+        }
+      };
+      auto issue_mmas = [&](float(&pt)[kChunkN / 2], int st, int c) {
+        const uint32_t da = desc_a0 + st * kStageDescA;
+        const uint32_t db = desc_b0 + st * kStageDescB + c * kChunkDescB;
+        if constexpr (T::kTakeTurns) named_barrier(kTurnBarrier + ci, kTurnThreads);
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kBlockK / 32; ++kk)
-        wgmma_fp8<kChunkN>(pt, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
-      wgmma_commit();
-      if constexpr (T::kTakeTurns) named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
-    };
-    auto next_stage = [&] {
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
-    };
+        for (int kk = 0; kk < kBlockK / 32; ++kk)
+          wgmma_fp8<kChunkN>(pt, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
+        wgmma_commit();
+        if constexpr (T::kTakeTurns) named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
+      };
+      auto next_stage = [&] {
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      };
 
-    // One block alone: MMAs chunk after chunk into `part`, wait, promote into `acc`.
-    auto step = [&](int i, int kb) {  // block kb, its scales in scales[i]
-      const float(&sc)[kSc] = scales[i];
-      float sa0 = sc[0], sa1 = sc[1];
-      mbar_wait(&full[stage], phase);
-      if constexpr (kSaSmem) {  // this stage's A scales, read before the stage is released
-        sa0 = my_sa[stage * BM];
-        sa1 = my_sa[stage * BM + 8];
-      }
+      // One block alone: MMAs chunk after chunk into `part`, wait, promote into `acc`.
+      auto step = [&](int i, int kb) {  // block kb, its scales in scales[i]
+        const float(&sc)[kSc] = scales[i];
+        float sa0 = sc[0], sa1 = sc[1];
+        mbar_wait(&full[stage], phase);
+        if constexpr (kSaSmem) {  // this stage's A scales, read before the stage is released
+          sa0 = my_sa[stage * BM];
+          sa1 = my_sa[stage * BM + 8];
+        }
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        issue_mmas(part, stage, c);
-        wgmma_wait<0>();
-        if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
-        promote_chunk(c, part, sa0, sa1, sc);
-      }
-      next_stage();
-      if (kb + kAhead < kb_end) load_scales(scales[i]);
-    };
+        for (int c = 0; c < kChunks; ++c) {
+          issue_mmas(part, stage, c);
+          wgmma_wait<0>();
+          if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
+          promote_chunk(c, part, sa0, sa1, sc);
+        }
+        next_stage();
+        if (kb + kAhead < kb_end) load_scales(scales[i]);
+      };
 
 #pragma unroll
-    for (int i = 0; i < kAhead; ++i)
-      if (kb_begin + i < kb_end) load_scales(scales[i]);
-    int kb = kb_begin;
-    if constexpr (T::kOverlap) {
-      // Whole groups of kAhead blocks with two scratch accumulators: block i + 1's MMAs run
-      // while block i is promoted. A group ends with nothing in flight and has no runtime
-      // branches: otherwise ptxas serialises every wgmma (C7514). The rest goes block by block.
-      float part2[kChunkN / 2];
-      auto buf = [&](int i) -> float(&)[kChunkN / 2] { return i % 2 == 0 ? part : part2; };
-      for (; kb + kAhead <= kb_end; kb += kAhead) {
-        int st[2] = {};
-        float sa[2][2] = {};
-        auto finish = [&](int i) {  // block kb + i: its MMAs are done; release and promote
-          if (lane == 0) mbar_arrive(&empty[st[i % 2]]);
-          promote_chunk(0, buf(i), sa[i % 2][0], sa[i % 2][1], scales[i]);
-          if (kb + i + kAhead < kb_end) load_scales(scales[i]);
-        };
+      for (int i = 0; i < kAhead; ++i)
+        if (kb_begin + i < kb_end) load_scales(scales[i]);
+      int kb = kb_begin;
+      if constexpr (T::kOverlap) {
+        // Whole groups of kAhead blocks with two scratch accumulators: block i + 1's MMAs run
+        // while block i is promoted. A group ends with nothing in flight and has no runtime
+        // branches: otherwise ptxas serialises every wgmma (C7514). The rest goes block by block.
+        float part2[kChunkN / 2];
+        auto buf = [&](int i) -> float(&)[kChunkN / 2] { return i % 2 == 0 ? part : part2; };
+        for (; kb + kAhead <= kb_end; kb += kAhead) {
+          int st[2] = {};
+          float sa[2][2] = {};
+          auto finish = [&](int i) {  // block kb + i: its MMAs are done; release and promote
+            if (lane == 0) mbar_arrive(&empty[st[i % 2]]);
+            promote_chunk(0, buf(i), sa[i % 2][0], sa[i % 2][1], scales[i]);
+            if (kb + i + kAhead < kb_end) load_scales(scales[i]);
+          };
+#pragma unroll
+          for (int i = 0; i < kAhead; ++i) {
+            mbar_wait(&full[stage], phase);
+            st[i % 2] = stage;
+            if constexpr (kSaSmem) {
+              sa[i % 2][0] = my_sa[stage * BM];
+              sa[i % 2][1] = my_sa[stage * BM + 8];
+            } else {
+              sa[i % 2][0] = scales[i][0];
+              sa[i % 2][1] = scales[i][1];
+            }
+            issue_mmas(buf(i), stage, 0);
+            next_stage();
+            if (i > 0) {
+              wgmma_wait<1>();
+              finish(i - 1);
+            }
+          }
+          wgmma_wait<0>();
+          finish(kAhead - 1);
+        }
+      }
+      for (; kb < kb_end; kb += kAhead)
 #pragma unroll
         for (int i = 0; i < kAhead; ++i) {
-          mbar_wait(&full[stage], phase);
-          st[i % 2] = stage;
-          if constexpr (kSaSmem) {
-            sa[i % 2][0] = my_sa[stage * BM];
-            sa[i % 2][1] = my_sa[stage * BM + 8];
-          } else {
-            sa[i % 2][0] = scales[i][0];
-            sa[i % 2][1] = scales[i][1];
-          }
-          issue_mmas(buf(i), stage, 0);
-          next_stage();
-          if (i > 0) {
-            wgmma_wait<1>();
-            finish(i - 1);
-          }
+          if (kb + i >= kb_end) break;
+          step(i, kb + i);
         }
-        wgmma_wait<0>();
-        finish(kAhead - 1);
-      }
-    }
-    for (; kb < kb_end; kb += kAhead)
-#pragma unroll
-      for (int i = 0; i < kAhead; ++i) {
-        if (kb + i >= kb_end) break;
-        step(i, kb + i);
-      }
+    };
+    with_crossing_class<T>(col0 % 128, k_loop);
 
     // Fragment position of acc[4j + 2h + e]: row frag_row + 8h, col 8j + frag_col + e.
     const int frag_col = 2 * (lane % 4);
