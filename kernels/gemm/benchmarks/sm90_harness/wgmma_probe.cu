@@ -205,7 +205,10 @@ void time_kernel(const char* name, Kernel kernel, int threads, int clocks_per_ct
 template <int W, bool kPromote, int N = 128>
 void run(const char* name, int sms) {
   char label[64];
-  std::snprintf(label, sizeof label, N == 128 ? "%s, W=%d" : "%s, W=%d, n%d", name, W, N);
+  if constexpr (N == 128)
+    std::snprintf(label, sizeof label, "%s, W=%d", name, W);
+  else
+    std::snprintf(label, sizeof label, "%s, W=%d, n%d", name, W, N);
   time_kernel(label, probe<W, kPromote, N>, 128 * W, W, W * tile_bytes(N) + 1024, sms, 4.0 * (N / 2) * W);
 }
 
