@@ -50,7 +50,7 @@ build() {
         git show "$ref:$f" >"$src/gemm_sm90/$(basename "$f")"
       done
     fi
-    echo "== $name: building (about 30 s per build on 2 cores)" >&2
+    echo "== $name: building (about 70 s per build on 2 cores)" >&2
     nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I "$src" -I kernels/gemm \
       -o "$BIN/$name" "$HERE/harness.cu" "$src/gemm_sm90/sm90_gemm.cu" 2>"$BIN/$name.nvcc" || {
       cat "$BIN/$name.nvcc" >&2
