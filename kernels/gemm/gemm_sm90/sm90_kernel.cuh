@@ -7,16 +7,16 @@
 // One CTA per SM: warpgroup 0 produces (one thread issues TMA loads of a BMx128 A tile and
 // a BNx128 B tile per stage into 128-byte-swizzled shared memory), the other 2 (3 for
 // 192x128, 192x144 and 64x192) consume with wgmma (e4m3 x e4m3 -> f32), each on its own
-// 64-row (or, for BM = 64, column) slice. Each 128-deep K block is accumulated into a scratch accumulator
-// that is then promoted into the tile accumulator with the block's scales (sa per row, sb
-// per 128 columns) in fp32: this is where the block scaling happens, and it also bounds
-// the error of the tensor cores' inexact FP8 accumulation. A consumer waits for its MMAs
-// before promoting; the other consumers' MMAs keep the tensor cores busy meanwhile. For
-// that the consumers take turns to issue their MMAs (a token passed round through named
-// barriers): issued together, their MMAs would interleave in the tensor pipe, finish
-// together, and all consumers would promote while it idles (NOTES-sm90.md run 19). Tiles of
-// two consumer warpgroups and one chunk also keep a second scratch accumulator, so that a
-// block's MMAs run while the one before is promoted (run 27).
+// 64-row (or, for BM = 64, column) slice. Each 128-deep K block is accumulated into a
+// scratch accumulator that is then promoted into the tile accumulator with the block's
+// scales (sa per row, sb per 128 columns) in fp32: this is where the block scaling happens,
+// and it also bounds the error of the tensor cores' inexact FP8 accumulation. A consumer
+// waits for its MMAs before promoting; the other consumers' MMAs keep the tensor cores busy
+// meanwhile. For that the consumers take turns to issue their MMAs (a token passed round
+// through named barriers): issued together, their MMAs would interleave in the tensor pipe,
+// finish together, and all consumers would promote while it idles (NOTES-sm90.md run 19).
+// Tiles of two consumer warpgroups and one chunk also keep a second scratch accumulator, so
+// that a block's MMAs run while the one before is promoted (run 27).
 // Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores. M-contiguous A
 // scales come with each stage by TMA (kSaSmem); other layouts' A scales and all B scales are
 // read from global memory a few blocks ahead. The K loop is kept short (NOTES-sm90.md run 24):
