@@ -88,7 +88,8 @@ struct TileShape {
   static constexpr bool kOverlap = kChunks == 1 && kConsumerWGs == 2 && kWN <= 128;
   // B scales come per 128 columns. Chunks that do not divide 128 may straddle a boundary;
   // then a warpgroup's kWN columns (which start at multiples of gcd(BN, kWN, 128)) span at
-  // most 2 scale blocks: it loads both and picks one per 8-column fragment group.
+  // most 2 scale blocks: it loads both and uses one per 8-column fragment group, which one
+  // being fixed at compile time per crossing class (below).
   static constexpr bool kCross = 128 % kChunkN != 0;
   static constexpr int gcd3(int a, int b, int c) {
     while (b) { const int t = a % b; a = b; b = t; }
