@@ -43,7 +43,8 @@ struct KernelParams {
   int num_kb;                 // ceil(K / 128)
   int tiles_m, tiles_n, num_tiles;
   int split;                  // CTAs per cluster sharing a tile along K
-  int group_m;                // raster: group_m M-tiles walk the N tiles together
+  int group;                  // raster: `group` M-tiles walk the N tiles together, or with
+  int group_along_n;          // group_along_n `group` N-tiles walk the M tiles
   const float* a_scale;
   int64_t sa_kb, sa_m;
   const float* b_scale;
@@ -140,13 +141,16 @@ struct TileShape {
 };
 
 __device__ __forceinline__ void tile_coords(const KernelParams& p, int t, int& mb, int& nb) {
-  const int per_group = p.group_m * p.tiles_n;
+  const int across = p.group_along_n ? p.tiles_n : p.tiles_m;  // tiles along the grouped side
+  const int along = p.group_along_n ? p.tiles_m : p.tiles_n;
+  const int per_group = p.group * along;
   const int g = t / per_group;
-  const int first = g * p.group_m;
-  const int rows = min(p.tiles_m - first, p.group_m);
+  const int first = g * p.group;
+  const int width = min(across - first, p.group);
   const int r = t - g * per_group;
-  mb = first + r % rows;
-  nb = r / rows;
+  const int inside = first + r % width, walked = r / width;
+  mb = p.group_along_n ? walked : inside;
+  nb = p.group_along_n ? inside : walked;
 }
 
 // acc[4j + {0,1}] += pt[4j + {0,1}] * u0 and acc[4j + {2,3}] += pt[4j + {2,3}] * u1 (the two
