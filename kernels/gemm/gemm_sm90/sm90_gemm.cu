@@ -290,10 +290,10 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.num_tiles = p.tiles_m * p.tiles_n;
   p.split = config.split;
   // Raster: the CTAs running at once share A tiles across N and B tiles across M. 192-row
-  // tiles run faster when 1536 columns of N tiles (12 of 128, 10 of 144) walk M together, so
-  // that their larger A tiles are shared by fewer CTAs (NOTES-sm90.md run 33). Other tiles:
-  // 8 M tiles walk N.
-  p.group_along_n = BM == 192;
+  // tiles with K loops of 8 blocks or more run faster when 1536 columns of N tiles (12 of 128,
+  // 10 of 144) walk M together, so that their larger A tiles are shared by fewer CTAs
+  // (NOTES-sm90.md run 33). Other tiles: 8 M tiles walk N.
+  p.group_along_n = BM == 192 && p.num_kb >= 8;
   p.group = p.group_along_n ? std::min(p.tiles_n, std::max(1, 1536 / BN)) : std::min(p.tiles_m, 8);
   p.a_scale = g.a_scale;
   p.sa_kb = g.a_scale_stride_kb;

@@ -140,17 +140,21 @@ struct TileShape {
   static_assert(kStages >= 2, "stages");
 };
 
+// Tile t's coordinates. Only kernels that may group along N (kMayGroupAlongN) carry that
+// branch: the extra code cost the other tiles 1-4% (NOTES-sm90.md run 33).
+template <bool kMayGroupAlongN>
 __device__ __forceinline__ void tile_coords(const KernelParams& p, int t, int& mb, int& nb) {
-  const int across = p.group_along_n ? p.tiles_n : p.tiles_m;  // tiles along the grouped side
-  const int along = p.group_along_n ? p.tiles_m : p.tiles_n;
+  const bool along_n = kMayGroupAlongN && p.group_along_n;
+  const int across = along_n ? p.tiles_n : p.tiles_m;  // tiles along the grouped side
+  const int along = along_n ? p.tiles_m : p.tiles_n;
   const int per_group = p.group * along;
   const int g = t / per_group;
   const int first = g * p.group;
   const int width = min(across - first, p.group);
   const int r = t - g * per_group;
   const int inside = first + r % width, walked = r / width;
-  mb = p.group_along_n ? walked : inside;
-  nb = p.group_along_n ? inside : walked;
+  mb = along_n ? walked : inside;
+  nb = along_n ? inside : walked;
 }
 
 // acc[4j + {0,1}] += pt[4j + {0,1}] * u0 and acc[4j + {2,3}] += pt[4j + {2,3}] * u1 (the two
@@ -287,7 +291,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   uint32_t phase = 0;
   for (int t = unit; t < p.num_tiles; t += unit_stride) {
     int mb, nb;
-    tile_coords(p, t, mb, nb);
+    tile_coords<BM == 192>(p, t, mb, nb);
     const int m0 = mb * BM, n0 = nb * BN;
     const int row0 = m0 + wg_m * 64 + frag_row;
     const int col0 = n0 + wg_n * kWN;  // first column of this warpgroup
@@ -591,7 +595,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     for (int t = unit; t < p.num_tiles; t += unit_stride) {
       if (warp == 0 && lane == 0) {
         int mb, nb;
-        tile_coords(p, t, mb, nb);
+        tile_coords<BM == 192>(p, t, mb, nb);
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
