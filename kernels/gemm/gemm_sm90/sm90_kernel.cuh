@@ -45,6 +45,7 @@ struct KernelParams {
   int split;                  // CTAs per cluster sharing a tile along K
   int group;                  // raster: `group` M-tiles walk the N tiles together, or with
   int group_along_n;          // group_along_n `group` N-tiles walk the M tiles
+  int stream_a;               // A is read by one group of N tiles only: its loads evict first, B's last
   const float* a_scale;
   int64_t sa_kb, sa_m;
   const float* b_scale;
@@ -590,6 +591,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   if (wg == 0) {
     // ---------------- producer ----------------
     regs_decrease<T::kProducerRegs>();
+    // Only the 192-row kernels carry the hinted loads (see tile_coords).
+    const bool stream_a = BM == 192 && p.stream_a;
+    const uint64_t first = stream_a ? l2_evict_first_policy() : 0, last = stream_a ? l2_evict_last_policy() : 0;
     int stage = 0;
     uint32_t phase = 0;
     for (int t = unit; t < p.num_tiles; t += unit_stride) {
@@ -599,9 +603,17 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
-          tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, mb * BM);
+          uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
+          uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
+          if (stream_a)
+            tma_load_2d_hint(dst_a, &map_a, &full[stage], kb * kBlockK, mb * BM, first);
+          else
+            tma_load_2d(dst_a, &map_a, &full[stage], kb * kBlockK, mb * BM);
           if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
-          tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, nb * BN);
+          if (stream_a)
+            tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
+          else
+            tma_load_2d(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
