@@ -296,7 +296,7 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.group_along_n = BM == 192 && p.num_kb >= 8;
   p.group = p.group_along_n ? std::min(p.tiles_n, std::max(1, 1536 / BN)) : std::min(p.tiles_m, 8);
   // When one group spans all of N, each A tile is read by that group alone, once: A's lines
-  // leave L2 first and B's stay (6144x512x7168 -9.6%, NOTES-sm90.md run 33).
+  // leave L2 first and B's stay (6144x512x7168 -6%, NOTES-sm90.md run 33d).
   p.stream_a = p.group_along_n && p.group == p.tiles_n;
   p.a_scale = g.a_scale;
   p.sa_kb = g.a_scale_stride_kb;
