@@ -80,6 +80,13 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
   return waves * per_tile;
 }
 
+// M-contiguous A (the AMD challenge's layout) is transposed by the consumers on its way into
+// the MMAs, without a copy, only where that was measured faster than copying it K-major: the
+// transposition slows the main loop (by about 12% on 6144x4608x7168) and saves the copy of A,
+// which weighs more the narrower N. Faster on the five ranked shapes with N <= 1536 and
+// M >= 1.5 N, slower on the other 13 (NOTES-sm90.md run 34).
+inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
+
 inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1]) {
   for (const TunedShape& t : kTuned)
     if (clusters[1] == kTunedSms && t.M == M && t.N == N && t.K == K) return t.config;

@@ -93,6 +93,12 @@ bool tma_ready(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int
   return rows == 1 || (s_row >= K && s_row % 16 == 0);
 }
 
+// The same for an M-contiguous operand (rows contiguous, 16-byte aligned K rows).
+bool mn_tma_ready(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64_t K) {
+  if (s_row != 1 || reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return false;
+  return K == 1 || (s_k >= rows && s_k % 16 == 0);
+}
+
 size_t copy_bytes(int64_t rows, int64_t K) { return size_t(round_up(rows * round_up(K, 16), 256)); }
 
 // The operand as TMA reads it: itself, or (job->tiles > 0) a K-major copy in `scratch`.
@@ -121,13 +127,13 @@ struct KernelSetup {
   int clusters[kMaxSplit + 1] = {};
 };
 
-template <int BM, int BN, bool kSaSmem>
+template <int BM, int BN, bool kSaSmem, bool kAMn>
 const KernelSetup& kernel_setup(int device, int num_sms) {
   using T = TileShape<BM, BN>;
   static KernelSetup setups[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   std::call_once(once[device], [device, num_sms] {
-    auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem>;
+    auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn>;
     KernelSetup& s = setups[device];
     s.ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes) == cudaSuccess;
     for (int split = 1; split <= kMaxSplit; ++split) {
@@ -151,12 +157,13 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
   return setups[device];
 }
 
-template <int BM, int BN, bool kSaSmem>
-Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b, const CUtensorMap& map_sa,
+template <int BM, int BN, bool kSaSmem, bool kAMn>
+Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b,
+                     const CUtensorMap& map_sa,
                      const KernelParams& p, const GemmArgs& g, int device, int num_sms, cudaStream_t stream,
                      bool after_copy) {
   using T = TileShape<BM, BN>;
-  const KernelSetup& setup = kernel_setup<BM, BN, kSaSmem>(device, num_sms);
+  const KernelSetup& setup = kernel_setup<BM, BN, kSaSmem, kAMn>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
   // Output boxes: 64x64 with 128-byte swizzle, or 64 x chunk width unswizzled (T::kSwizzledOut).
   CUtensorMap map_c{};
@@ -191,12 +198,12 @@ Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b, const C
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = num_attrs;
-  auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem>;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_sa, params);
+  auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn>;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_a_tail, map_b, map_c, map_sa, params);
   if (err != cudaSuccess && after_copy) {  // no programmatic launch here: plain stream order
     cudaGetLastError();
     cfg.numAttrs = num_attrs - 1;
-    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, map_sa, params);
+    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_a_tail, map_b, map_c, map_sa, params);
   }
   if (err != cudaSuccess) {
     cudaGetLastError();
@@ -205,21 +212,50 @@ Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_b, const C
   return kOk;
 }
 
-// A scales M-contiguous in 16-byte aligned rows (and room for them): the kernel variant
-// whose TMA brings each stage's BM of them; else the one that reads them from global memory.
+// A scales M-contiguous in 16-byte aligned rows: TMA can bring each stage's BM of them.
+bool a_scales_tma_ready(const GemmArgs& g) {
+  return g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 && (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M);
+}
+
+// A scales that TMA can read (and room for them): the kernel variant whose TMA brings each
+// stage's BM of them, which also has the variant for M-contiguous A (a_mn: run() decides it
+// only when the scales qualify); else the one that reads the scales from global memory.
 template <int BM, int BN>
-Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const KernelParams& p, const GemmArgs& g,
-              int device, int num_sms, cudaStream_t stream, bool after_copy) {
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b, const KernelParams& p,
+              const GemmArgs& g,
+              int device, int num_sms, cudaStream_t stream, bool after_copy, bool a_mn) {
   CUtensorMap map_sa{};
   if constexpr (TileShape<BM, BN>::kScalesFit) {
-    if (g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
-        reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 && (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M) &&
+    if (a_scales_tma_ready(g) &&
         make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
                  g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
-                 CU_TENSOR_MAP_SWIZZLE_NONE))
-      return launch_kernel<BM, BN, true>(map_a, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+                 CU_TENSOR_MAP_SWIZZLE_NONE)) {
+      if (a_mn) return launch_kernel<BM, BN, true, true>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+      return launch_kernel<BM, BN, true, false>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+    }
   }
-  return launch_kernel<BM, BN, false>(map_a, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+  if (a_mn) return "gemm_sm90: cannot encode the A scales' TMA descriptor";
+  return launch_kernel<BM, BN, false, false>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+}
+
+// f(integral_constant BM, integral_constant BN) for a valid tile configuration's shape.
+template <class F>
+auto with_tile(int BM, int BN, F&& f) {
+  using std::integral_constant;
+  if (BM == 192 && BN == 128) return f(integral_constant<int, 192>{}, integral_constant<int, 128>{});
+  if (BM == 192 && BN == 144) return f(integral_constant<int, 192>{}, integral_constant<int, 144>{});
+  if (BM == 128 && BN == 256) return f(integral_constant<int, 128>{}, integral_constant<int, 256>{});
+  if (BM == 128 && BN == 192) return f(integral_constant<int, 128>{}, integral_constant<int, 192>{});
+  if (BM == 128 && BN == 144) return f(integral_constant<int, 128>{}, integral_constant<int, 144>{});
+  if (BM == 128 && BN == 128) return f(integral_constant<int, 128>{}, integral_constant<int, 128>{});
+  if (BM == 128 && BN == 96) return f(integral_constant<int, 128>{}, integral_constant<int, 96>{});
+  if (BM == 128 && BN == 72) return f(integral_constant<int, 128>{}, integral_constant<int, 72>{});
+  if (BM == 128 && BN == 64) return f(integral_constant<int, 128>{}, integral_constant<int, 64>{});
+  if (BM == 64 && BN == 128) return f(integral_constant<int, 64>{}, integral_constant<int, 128>{});
+  if (BM == 64 && BN == 144) return f(integral_constant<int, 64>{}, integral_constant<int, 144>{});
+  if (BM == 64 && BN == 192) return f(integral_constant<int, 64>{}, integral_constant<int, 192>{});
+  return f(integral_constant<int, 64>{}, integral_constant<int, 256>{});
 }
 
 bool valid_config(const TileConfig& c) {
@@ -250,7 +286,7 @@ TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
     return kCandidates[0];
   }
   // every configuration fills an SM's shared memory: one kernel's cluster capacity serves all
-  return pick_config(M, N, K, kernel_setup<128, 128, false>(device, info->num_sms).clusters);
+  return pick_config(M, N, K, kernel_setup<128, 128, false, false>(device, info->num_sms).clusters);
 }
 
 Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t workspace_size,
@@ -266,10 +302,21 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   const DeviceInfo* info = device_info(device);
   if (info == nullptr || !info->is_sm90) return "gemm_sm90: the current device is not sm_90";
 
+  const int BM = config.block_m, BN = config.block_n;
+  // A M-contiguous (the challenge layout) in 16-byte aligned K rows, on shapes where that pays
+  // (transpose_a_in_kernel): TMA reads it as it is and the consumers transpose it on its way into
+  // the MMAs (kAMn), in the kernel variant that has its A scales in shared memory. Other layouts
+  // TMA cannot read get a K-major copy.
+  const bool a_mn = transpose_a_in_kernel(g.M, g.N) && !tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
+                    mn_tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) && a_scales_tma_ready(g) &&
+                    with_tile(BM, BN, [](auto bm, auto bn) { return TileShape<decltype(bm)::value, decltype(bn)::value>::kScalesFit; });
   uint8_t* scratch = static_cast<uint8_t*>(workspace);
-  CopyJob copy_a, copy_b;
-  const KMajor a = plan_operand(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K, scratch, &copy_a);
-  if (copy_a.tiles > 0) scratch += copy_bytes(g.M, g.K);
+  CopyJob copy_a{}, copy_b;
+  KMajor a{};
+  if (!a_mn) {
+    a = plan_operand(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K, scratch, &copy_a);
+    if (copy_a.tiles > 0) scratch += copy_bytes(g.M, g.K);
+  }
   const KMajor b = plan_operand(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K, scratch, &copy_b);
   const bool after_copy = copy_a.tiles + copy_b.tiles > 0;
   if (after_copy) {
@@ -279,7 +326,6 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
     if (cudaGetLastError() != cudaSuccess) return "gemm_sm90: operand copy launch failed";
   }
 
-  const int BM = config.block_m, BN = config.block_n;
   KernelParams p{};
   p.M = int(g.M);
   p.N = int(g.N);
@@ -315,24 +361,23 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
 
   CUtensorMap map_a{}, map_b{};
-  if (!make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes, kBlockK, BM) ||
+  // M-contiguous A: boxes of up to 128 rows (one 128-byte line per K row), and for BM = 192 a
+  // second map for the last 64 rows.
+  CUtensorMap map_a_tail{};
+  const int64_t a_k_bytes = g.K == 1 ? round_up(g.M, 16) : g.a_stride_k;
+  auto mn_map = [&](CUtensorMap* map, uint32_t rows) {
+    return make_map(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.M, g.K, a_k_bytes, rows, kBlockK,
+                    rows == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+  };
+  const bool map_a_ok = a_mn ? mn_map(&map_a, std::min(BM, 128)) && (BM != 192 || mn_map(&map_a_tail, 64))
+                             : make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes, kBlockK, BM);
+  if (!map_a_ok ||
       !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
     return "gemm_sm90: cannot encode the operands' TMA descriptors";
 
-  const int sms = info->num_sms;
-  if (BM == 192 && BN == 128) return launch<192, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 192 && BN == 144) return launch<192, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 256) return launch<128, 256>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 192) return launch<128, 192>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 144) return launch<128, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 128) return launch<128, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 96) return launch<128, 96>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 72) return launch<128, 72>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 128 && BN == 64) return launch<128, 64>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 64 && BN == 128) return launch<64, 128>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 64 && BN == 144) return launch<64, 144>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  if (BM == 64 && BN == 192) return launch<64, 192>(map_a, map_b, p, g, device, sms, stream, after_copy);
-  return launch<64, 256>(map_a, map_b, p, g, device, sms, stream, after_copy);
+  return with_tile(BM, BN, [&](auto bm, auto bn) {
+    return launch<decltype(bm)::value, decltype(bn)::value>(map_a, map_a_tail, map_b, p, g, device, info->num_sms, stream, after_copy, a_mn);
+  });
 }
 
 Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {

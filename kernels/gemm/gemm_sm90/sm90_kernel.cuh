@@ -3,7 +3,8 @@
 //
 //   out[m, n] = sum_k a[m, k] * sa[k/128, m] * b[n, k] * sb[k/128, n/128]   (bf16 out)
 //
-// Both operands arrive K-major (the launcher makes K-major copies when they are not).
+// B arrives K-major, and A K-major or M-contiguous (kAMn; the launcher makes K-major copies of
+// operands that are neither).
 // One CTA per SM: warpgroup 0 produces (one thread issues TMA loads of a BMx128 A tile and
 // a BNx128 B tile per stage into 128-byte-swizzled shared memory), the other 2 (3 for
 // 192x128, 192x144 and 64x192) consume with wgmma (e4m3 x e4m3 -> f32), each on its own
@@ -248,7 +249,9 @@ __device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], cons
 
 // ---------------- consumers ----------------
 // kSaSmem: the A scales come with each stage (TMA); else from global memory.
-template <int BM, int BN, bool kSaSmem>
+// kAMn: A arrives M-contiguous (the challenge layout) and is transposed on its way into the
+// MMAs' registers (a_fragments below); else A is K-major and the MMAs read it from shared memory.
+template <int BM, int BN, bool kSaSmem, bool kAMn>
 __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
                                          uint64_t* full, uint64_t* empty, const float* smem_sa, int unit,
                                          int unit_stride, int rank, int kb_begin, int kb_end) {
@@ -271,6 +274,9 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   const int wg_n = ci / T::kWgM;
   constexpr int kChunkN = T::kChunkN, kChunks = T::kChunks;
   constexpr int kSc = T::kCross ? 4 : 2 + kChunks;
+  // kAMn adds the A fragments of the two blocks in flight: no room for them next to three
+  // 128-wide accumulators (ptxas spilled 150 bytes).
+  constexpr bool kOverlap = T::kOverlap && !(kAMn && kChunkN == 128);
   float acc[kWN / 2];
 
   // Descriptors of stage 0 (low words); a stage is kStageDescA/B further.
@@ -278,8 +284,49 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   const uint32_t desc_b0 = smem_desc_lo(smem_addr(smem_b + wg_n * kWN * kBlockK));
   constexpr uint32_t kStageDescA = BM * kBlockK / 16, kStageDescB = BN * kBlockK / 16;
   constexpr uint32_t kChunkDescB = kChunkN * kBlockK / 16;
-  const int frag_row = warp * 16 + lane / 4;  // rows frag_row and frag_row + 8 of the warpgroup's 64
+  // The accumulator rows of this thread among the warpgroup's 64: frag_row and frag_row +
+  // kRowStep. The MMAs' fragment rows are lane / 4 and lane / 4 + 8 of the warp's 16; with kAMn
+  // they hold A's rows 2 (lane / 4) and 2 (lane / 4) + 1 (see a_fragments).
+  constexpr int kRowStep = kAMn ? 1 : 8;
+  const int frag_row = warp * 16 + (kAMn ? 2 * (lane / 4) : lane / 4);
   const float* my_sa = smem_sa + wg_m * 64 + frag_row;
+
+  // kAMn: a stage's A is a [128 K][128 M] box with the 128-byte swizzle (the 16-byte chunk c of
+  // K row k lies at c ^ k % 8) for rows 0-127 of the tile, and a [128 K][64 M] box with the
+  // 64-byte swizzle (c at c ^ (k / 2) % 4) for rows 128-191 or for BM = 64. ldmatrix.trans reads
+  // 16-bit elements, i.e. pairs of M rows: matrix 2s + p of the x4 load for K slice kk gives
+  // lane (g = lane / 4, t = lane % 4) rows 2g and 2g + 1 of its warp's 16 at K = 32 kk + 16 s +
+  // 4 t + 2 (p ^ t / 2) and the K after it. Each matrix's eight K rows then differ mod 8 and lie
+  // in different banks. Two byte permutes per pair of matrices make the wgmma fragment words
+  // (4 K values of one row).
+  uint32_t a_lane_addr = 0, a_row_bytes = 0, a_sel_even = 0, a_sel_odd = 0;
+  if constexpr (kAMn) {
+    const int i = lane / 8, j = lane % 8, s = i / 2, pm = i % 2, tr = j / 2;
+    const int k = 16 * s + 4 * tr + 2 * (pm ^ (tr / 2)) + j % 2;
+    const uint32_t a0 = smem_addr(smem_a);
+    if (BM >= 128 && wg_m < 2) {
+      a_row_bytes = 128;
+      a_lane_addr = a0 + k * 128 + (((wg_m * 4 + warp) ^ (k % 8)) << 4);
+    } else {
+      a_row_bytes = 64;
+      a_lane_addr = a0 + (BM == 64 ? 0 : 128 * kBlockK) + k * 64 + ((warp ^ ((k / 2) % 4)) << 4);
+    }
+    const bool swapped = (lane % 4) / 2;  // this lane's first K pair came in matrix 2s + 1
+    a_sel_even = swapped ? 0x2064 : 0x6420;
+    a_sel_odd = swapped ? 0x3175 : 0x7531;
+  }
+  auto a_fragments = [&](uint32_t(&fr)[4][4], int st) {
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 32; ++kk) {
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, a_lane_addr + st * BM * kBlockK + kk * 32 * a_row_bytes);
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        fr[kk][2 * s] = __byte_perm(r[2 * s], r[2 * s + 1], a_sel_even);
+        fr[kk][2 * s + 1] = __byte_perm(r[2 * s], r[2 * s + 1], a_sel_odd);
+      }
+    }
+  };
 
   // Turns: consumer ci issues a batch of MMAs after consumer ci - 1 issued its own. The last
   // consumer hands consumer 0 its first token here and consumer 0 takes the final one back
@@ -301,7 +348,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     const float* sa_next[2] = {};
     if constexpr (!kSaSmem) {
       sa_next[0] = p.a_scale + int64_t(min(row0, p.M - 1)) * p.sa_m + int64_t(kb_begin) * p.sa_kb;
-      sa_next[1] = p.a_scale + int64_t(min(row0 + 8, p.M - 1)) * p.sa_m + int64_t(kb_begin) * p.sa_kb;
+      sa_next[1] = p.a_scale + int64_t(min(row0 + kRowStep, p.M - 1)) * p.sa_m + int64_t(kb_begin) * p.sa_kb;
     }
     const float* sb_next[kSc - 2];
 #pragma unroll
@@ -351,14 +398,19 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
           promote_regs(chunk_acc(c), pt, sa0 * sc[2 + c], sa1 * sc[2 + c]);
         }
       };
-      auto issue_mmas = [&](float(&pt)[kChunkN / 2], int st, int c) {
-        const uint32_t da = desc_a0 + st * kStageDescA;
+      // fr: with kAMn, this block's A fragments (a_fragments); unused otherwise.
+      auto issue_mmas = [&](float(&pt)[kChunkN / 2], int st, int c, const uint32_t(&fr)[4][4]) {
+        [[maybe_unused]] const uint32_t da = desc_a0 + st * kStageDescA;  // K-major A only
         const uint32_t db = desc_b0 + st * kStageDescB + c * kChunkDescB;
         if constexpr (T::kTakeTurns) named_barrier(kTurnBarrier + ci, kTurnThreads);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kBlockK / 32; ++kk)
-          wgmma_fp8<kChunkN>(pt, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
+        for (int kk = 0; kk < kBlockK / 32; ++kk) {
+          if constexpr (kAMn)
+            wgmma_fp8_rs<kChunkN>(pt, fr[kk], smem_desc_k128_sw128(db + 2 * kk), kk);
+          else
+            wgmma_fp8<kChunkN>(pt, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
+        }
         wgmma_commit();
         if constexpr (T::kTakeTurns) named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
       };
@@ -376,11 +428,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         mbar_wait(&full[stage], phase);
         if constexpr (kSaSmem) {  // this stage's A scales, read before the stage is released
           sa0 = my_sa[stage * BM];
-          sa1 = my_sa[stage * BM + 8];
+          sa1 = my_sa[stage * BM + kRowStep];
         }
+        uint32_t fr[4][4];
+        if constexpr (kAMn) a_fragments(fr, stage);
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
-          issue_mmas(part, stage, c);
+          issue_mmas(part, stage, c, fr);
           wgmma_wait<0>();
           if (c == kChunks - 1 && lane == 0) mbar_arrive(&empty[stage]);  // the stage is free
           promote_chunk(c, part, sa0, sa1, sc);
@@ -393,12 +447,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       for (int i = 0; i < kAhead; ++i)
         if (kb_begin + i < kb_end) load_scales(scales[i]);
       int kb = kb_begin;
-      if constexpr (T::kOverlap) {
+      if constexpr (kOverlap) {
         // Whole groups of kAhead blocks with two scratch accumulators: block i + 1's MMAs run
         // while block i is promoted. A group ends with nothing in flight and has no runtime
         // branches: otherwise ptxas serialises every wgmma (C7514). The rest goes block by block.
         float part2[kChunkN / 2];
         auto buf = [&](int i) -> float(&)[kChunkN / 2] { return i % 2 == 0 ? part : part2; };
+        uint32_t frs[2][4][4];  // kAMn: the A fragments of the two blocks in flight
         for (; kb + kAhead <= kb_end; kb += kAhead) {
           int st[2] = {};
           float sa[2][2] = {};
@@ -413,12 +468,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
             st[i % 2] = stage;
             if constexpr (kSaSmem) {
               sa[i % 2][0] = my_sa[stage * BM];
-              sa[i % 2][1] = my_sa[stage * BM + 8];
+              sa[i % 2][1] = my_sa[stage * BM + kRowStep];
             } else {
               sa[i % 2][0] = scales[i][0];
               sa[i % 2][1] = scales[i][1];
             }
-            issue_mmas(buf(i), stage, 0);
+            if constexpr (kAMn) a_fragments(frs[i % 2], stage);
+            issue_mmas(buf(i), stage, 0, frs[i % 2]);
             next_stage();
             if (i > 0) {
               wgmma_wait<1>();
@@ -438,7 +494,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     };
     with_crossing_class<T>(col0 % 128, k_loop);
 
-    // Fragment position of acc[4j + 2h + e]: row frag_row + 8h, col 8j + frag_col + e.
+    // Fragment position of acc[4j + 2h + e]: row frag_row + kRowStep h, col 8j + frag_col + e.
     const int frag_col = 2 * (lane % 4);
 
     if (p.split > 1) {
@@ -449,7 +505,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = wg_m * 64 + frag_row + 8 * h;
+          const int r = wg_m * 64 + frag_row + kRowStep * h;
           const int c = wg_n * kWN + 8 * j + frag_col;
           *reinterpret_cast<float2*>(&red[r * T::kRedStride + c]) =
               make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
@@ -493,7 +549,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         for (int j = 0; j < kChunkN / 8; ++j)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int r = frag_row + 8 * h;
+            const int r = frag_row + kRowStep * h;
             uint8_t* dst;
             if constexpr (T::kSwizzledOut) {
               const int chunk16 = (j % 8) ^ (r % 8);
@@ -523,7 +579,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       for (int j = 0; j < kWN / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int gr = m0 + wg_m * 64 + frag_row + 8 * h;
+          const int gr = m0 + wg_m * 64 + frag_row + kRowStep * h;
           const int gc = n0 + wg_n * kWN + 8 * j + frag_col;
           if (gr >= p.M) continue;
           uint16_t* o = p.out + int64_t(gr) * p.out_sm;
@@ -537,13 +593,16 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 }
 
 // kSaSmem: the A scales are M-contiguous and TMA brings each stage's BM of them.
-template <int BM, int BN, bool kSaSmem>
+// kAMn: A is M-contiguous; map_a's boxes are min(BM, 128) M x 128 K, map_a_tail's (BM = 192)
+// 64 M x 128 K for the tile's last 64 rows (see consumer).
+template <int BM, int BN, bool kSaSmem, bool kAMn>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
-    fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                         const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_sa,
-                         const KernelParams p) {
+    fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a_tail,
+                         const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_c,
+                         const __grid_constant__ CUtensorMap map_sa, const KernelParams p) {
   using T = TileShape<BM, BN>;
   static_assert(!kSaSmem || T::kScalesFit, "no room for the A scales");
+  static_assert(!kAMn || kSaSmem, "M-contiguous A comes with its scales in shared memory");
   constexpr int kStages = T::kStages;
 
   // 1024-byte aligned by an offset (not through an integer), so that the compiler still
@@ -581,6 +640,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     tma_prefetch_desc(&map_b);
     if (p.tma_store) tma_prefetch_desc(&map_c);
     if (kSaSmem) tma_prefetch_desc(&map_sa);
+    if (kAMn && BM == 192) tma_prefetch_desc(&map_a_tail);
   }
   __syncthreads();
   // Launched right after the operand copy (programmatic dependent launch): everything above
@@ -605,10 +665,18 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
           mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
           uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
           uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
-          if (stream_a)
-            tma_load_2d_hint(dst_a, &map_a, &full[stage], kb * kBlockK, mb * BM, first);
-          else
-            tma_load_2d(dst_a, &map_a, &full[stage], kb * kBlockK, mb * BM);
+          auto load_a = [&](void* dst, const CUtensorMap* map, int c0, int c1) {
+            if (stream_a)
+              tma_load_2d_hint(dst, map, &full[stage], c0, c1, first);
+            else
+              tma_load_2d(dst, map, &full[stage], c0, c1);
+          };
+          if constexpr (kAMn) {
+            load_a(dst_a, &map_a, mb * BM, kb * kBlockK);
+            if constexpr (BM == 192) load_a(dst_a + 128 * kBlockK, &map_a_tail, mb * BM + 128, kb * kBlockK);
+          } else {
+            load_a(dst_a, &map_a, kb * kBlockK, mb * BM);
+          }
           if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
           if (stream_a)
             tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
@@ -626,7 +694,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       }
     }
   } else {
-    consumer<BM, BN, kSaSmem>(map_c, p, smem, full, empty, smem_sa, unit, unit_stride, rank, kb_begin, kb_end);
+    consumer<BM, BN, kSaSmem, kAMn>(map_c, p, smem, full, empty, smem_sa, unit, unit_stride, rank, kb_begin, kb_end);
   }
 }
 

@@ -298,9 +298,13 @@ int run_check() {
     fails += !check(129, 257, 300, Layout::OutColMajor, &c, ++seed);
     fails += !check(333, 200, 700, Layout::KMajor, &c, ++seed);
     fails += !check(336, 200, 700, Layout::KMajorScaleMN, &c, ++seed);
-    // layout change fused (rows 16-byte aligned; partial row groups and K blocks), one
-    // operand only, and the copy kernel (N = 200: B rows not 16-byte aligned)
+    // M-contiguous A read by TMA and transposed by the consumers (M >= 1.5 N, K rows 16-byte
+    // aligned; partial row groups and K blocks; M = 208: whole 64-row boxes beyond M), or
+    // copied (1008 x 1104; M = 333: K rows not 16-byte aligned); one operand to copy; and the
+    // copy kernel's unaligned path (N = 200: B rows not 16-byte aligned)
     fails += !check(336, 208, 700, Layout::ColMajor, &c, ++seed);
+    fails += !check(208, 128, 700, Layout::ColMajor, &c, ++seed);
+    fails += !check(333, 208, 700, Layout::ColMajor, &c, ++seed);
     fails += !check(1008, 1104, 1500, Layout::ColMajor, &c, ++seed);
     fails += !check(272, 400, 300, Layout::ColMajorB, &c, ++seed);
     fails += !check(336, 200, 700, Layout::ColMajor, &c, ++seed);

@@ -26,7 +26,10 @@ constexpr int kBlocks = 2000;  // K blocks per warpgroup
 __host__ __device__ constexpr int tile_bytes(int n) { return 64 * 128 + n * 128; }
 
 // kPromote: wait and promote per K block; else accumulate, no waits. N: the wgmma width.
-template <int W, bool kPromote, int N = 128>
+// kA: where the MMAs' A comes from: 0 shared memory (a descriptor); 1 registers holding fixed
+// values; 2 registers loaded per block from M-contiguous shared memory by ldmatrix.trans and
+// byte permutes, as the kernel's consumers do for M-contiguous A (64-byte rows).
+template <int W, bool kPromote, int N = 128, int kA = 0>
 __global__ void __launch_bounds__(128 * W, 1) probe(float* sink, long long* clocks) {
   constexpr int kTileBytes = tile_bytes(N);
   extern __shared__ uint8_t smem_raw[];
@@ -42,11 +45,36 @@ __global__ void __launch_bounds__(128 * W, 1) probe(float* sink, long long* cloc
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) part[i] = acc[i] = 0.f;
   const float s = 1.0f + threadIdx.x * 1e-7f;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+  const int i = lane / 8, j = lane % 8, tr = j / 2;
+  const int k = 16 * (i / 2) + 4 * tr + 2 * ((i % 2) ^ (tr / 2)) + j % 2;
+  const uint32_t a_addr = smem_addr(smem + wg * kTileBytes) + k * 64 + ((warp ^ ((k / 2) % 4)) << 4);
+  uint32_t fr[4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) fr[kk][q] = 0x38383838u;
   const long long t0 = clock64();
   for (int b = 0; b < kBlocks; ++b) {
+    if constexpr (kA == 2) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, a_addr + kk * 2048);
+        fr[kk][0] = __byte_perm(r[0], r[1], 0x6420);
+        fr[kk][1] = __byte_perm(r[0], r[1], 0x7531);
+        fr[kk][2] = __byte_perm(r[2], r[3], 0x6420);
+        fr[kk][3] = __byte_perm(r[2], r[3], 0x7531);
+      }
+    }
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_fp8<N>(part, da + 2 * kk, db + 2 * kk, kPromote ? kk : 1);
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (kA == 0)
+        wgmma_fp8<N>(part, da + 2 * kk, db + 2 * kk, kPromote ? kk : 1);
+      else
+        wgmma_fp8_rs<N>(part, fr[kk], db + 2 * kk, kPromote ? kk : 1);
+    }
     wgmma_commit();
     if constexpr (kPromote) {
       wgmma_wait<0>();
@@ -202,14 +230,15 @@ void time_kernel(const char* name, Kernel kernel, int threads, int clocks_per_ct
 }
 
 // m64nNk32 takes N / 2 tensor clocks at the FP8 dense rate
-template <int W, bool kPromote, int N = 128>
+template <int W, bool kPromote, int N = 128, int kA = 0>
 void run(const char* name, int sms) {
   char label[64];
+  const char* a = kA == 0 ? "" : kA == 1 ? ", A regs" : ", A ldmatrix";
   if constexpr (N == 128)
-    std::snprintf(label, sizeof label, "%s, W=%d", name, W);
+    std::snprintf(label, sizeof label, "%s, W=%d%s", name, W, a);
   else
-    std::snprintf(label, sizeof label, "%s, W=%d, n%d", name, W, N);
-  time_kernel(label, probe<W, kPromote, N>, 128 * W, W, W * tile_bytes(N) + 1024, sms, 4.0 * (N / 2) * W);
+    std::snprintf(label, sizeof label, "%s, W=%d, n%d%s", name, W, N, a);
+  time_kernel(label, probe<W, kPromote, N, kA>, 128 * W, W, W * tile_bytes(N) + 1024, sms, 4.0 * (N / 2) * W);
 }
 
 // The wgmma widths of the kernel's tiles, bare and with the per-block wait and promotion
@@ -231,6 +260,16 @@ int main() {
   run<1, false>("no wait (accumulate on)", sms);
   run<2, false>("no wait (accumulate on)", sms);
   run<3, false>("no wait (accumulate on)", sms);
+  for (int rep = 0; rep < 2; ++rep) {  // A from registers (M-contiguous A), against shared memory
+    run<3, false, 128, 1>("no wait (accumulate on)", sms);
+    run<3, false, 128, 2>("no wait (accumulate on)", sms);
+    run<2, true, 128, 0>("wait + promote", sms);
+    run<2, true, 128, 1>("wait + promote", sms);
+    run<2, true, 128, 2>("wait + promote", sms);
+    run<3, true, 128, 0>("wait + promote", sms);
+    run<3, true, 128, 1>("wait + promote", sms);
+    run<3, true, 128, 2>("wait + promote", sms);
+  }
   run_width<64>(sms);
   run_width<72>(sms);
   run_width<96>(sms);
