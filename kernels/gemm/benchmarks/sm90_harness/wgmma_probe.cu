@@ -261,8 +261,6 @@ int main() {
   run<2, false>("no wait (accumulate on)", sms);
   run<3, false>("no wait (accumulate on)", sms);
   for (int rep = 0; rep < 2; ++rep) {  // A from registers (M-contiguous A), against shared memory
-    run<3, false, 128, 1>("no wait (accumulate on)", sms);
-    run<3, false, 128, 2>("no wait (accumulate on)", sms);
     run<2, true, 128, 0>("wait + promote", sms);
     run<2, true, 128, 1>("wait + promote", sms);
     run<2, true, 128, 2>("wait + promote", sms);
