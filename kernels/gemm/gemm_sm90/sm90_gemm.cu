@@ -159,9 +159,8 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
 
 template <int BM, int BN, bool kSaSmem, bool kAMn>
 Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b,
-                     const CUtensorMap& map_sa,
-                     const KernelParams& p, const GemmArgs& g, int device, int num_sms, cudaStream_t stream,
-                     bool after_copy) {
+                     const CUtensorMap& map_sa, const KernelParams& p, const GemmArgs& g, int device, int num_sms,
+                     cudaStream_t stream, bool after_copy) {
   using T = TileShape<BM, BN>;
   const KernelSetup& setup = kernel_setup<BM, BN, kSaSmem, kAMn>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
@@ -218,25 +217,23 @@ bool a_scales_tma_ready(const GemmArgs& g) {
          reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 && (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M);
 }
 
-// A scales that TMA can read (and room for them): the kernel variant whose TMA brings each
-// stage's BM of them, which also has the variant for M-contiguous A (a_mn: run() decides it
-// only when the scales qualify); else the one that reads the scales from global memory.
+// The kernel variant: sa_smem (map_sa brings each stage's A scales; always with a_mn), a_mn (A
+// M-contiguous, transposed by the consumers).
 template <int BM, int BN>
-Status launch(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b, const KernelParams& p,
-              const GemmArgs& g,
-              int device, int num_sms, cudaStream_t stream, bool after_copy, bool a_mn) {
-  CUtensorMap map_sa{};
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b,
+              const CUtensorMap& map_sa, const KernelParams& p, const GemmArgs& g, int device, int num_sms,
+              cudaStream_t stream, bool after_copy, bool sa_smem, bool a_mn) {
+  auto go = [&](auto sa_tma, auto mn) {
+    return launch_kernel<BM, BN, decltype(sa_tma)::value, decltype(mn)::value>(map_a, map_a_tail, map_b, map_sa, p, g,
+                                                                               device, num_sms, stream, after_copy);
+  };
+  using std::false_type, std::true_type;
   if constexpr (TileShape<BM, BN>::kScalesFit) {
-    if (a_scales_tma_ready(g) &&
-        make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
-                 g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
-                 CU_TENSOR_MAP_SWIZZLE_NONE)) {
-      if (a_mn) return launch_kernel<BM, BN, true, true>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
-      return launch_kernel<BM, BN, true, false>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
-    }
+    if (a_mn) return go(true_type{}, true_type{});
+    if (sa_smem) return go(true_type{}, false_type{});
   }
-  if (a_mn) return "gemm_sm90: cannot encode the A scales' TMA descriptor";
-  return launch_kernel<BM, BN, false, false>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+  if (a_mn) return "gemm_sm90: no M-contiguous kernel for this tile";
+  return go(false_type{}, false_type{});
 }
 
 // f(integral_constant BM, integral_constant BN) for a valid tile configuration's shape.
@@ -268,23 +265,49 @@ bool valid_config(const TileConfig& c) {
   return tile && c.split >= 1 && c.split <= kMaxSplit;
 }
 
+bool a_k_major(const GemmArgs& g) { return tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K); }
+bool b_k_major(const GemmArgs& g) { return tma_ready(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K); }
+
+// How run() lays a problem out for the kernel with a given configuration, and the workspace
+// that takes.
+struct Plan {
+  bool a_mn = false;     // A M-contiguous, read as it is and transposed by the consumers
+  size_t workspace = 0;  // K-major copies of the operands TMA cannot read (else)
+};
+
+Plan make_plan(const GemmArgs& g, const TileConfig& c) {
+  Plan plan;
+  // A M-contiguous in 16-byte aligned K rows, on shapes where that pays (transpose_a_in_kernel),
+  // in the kernel variant that has its A scales in shared memory.
+  const bool scales_fit = with_tile(c.block_m, c.block_n, [](auto bm, auto bn) {
+    return TileShape<decltype(bm)::value, decltype(bn)::value>::kScalesFit;
+  });
+  plan.a_mn = transpose_a_in_kernel(g.M, g.N) && !a_k_major(g) && a_scales_tma_ready(g) && scales_fit &&
+              mn_tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K);
+  const bool copy_a = !plan.a_mn && !a_k_major(g), copy_b = !b_k_major(g);
+  plan.workspace = (copy_a ? copy_bytes(g.M, g.K) : 0) + (copy_b ? copy_bytes(g.N, g.K) : 0);
+  return plan;
+}
+
+const DeviceInfo* current_device(int* device) {
+  if (cudaGetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return device_info(*device);
+}
+
 }  // namespace
 
 size_t workspace_bytes(const GemmArgs& g) {
   if (g.format != Fp8Format::E4M3FN || g.K == 0) return 0;  // declined
-  size_t bytes = 0;
-  if (!tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K)) bytes += copy_bytes(g.M, g.K);
-  if (!tma_ready(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K)) bytes += copy_bytes(g.N, g.K);
-  return bytes;
+  return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
 
 TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
   int device = 0;
-  const DeviceInfo* info = cudaGetDevice(&device) == cudaSuccess ? device_info(device) : nullptr;
-  if (info == nullptr || info->num_sms == 0) {
-    cudaGetLastError();
-    return kCandidates[0];
-  }
+  const DeviceInfo* info = current_device(&device);
+  if (info == nullptr || info->num_sms == 0) return kCandidates[0];
   // every configuration fills an SM's shared memory: one kernel's cluster capacity serves all
   return pick_config(M, N, K, kernel_setup<128, 128, false, false>(device, info->num_sms).clusters);
 }
@@ -292,28 +315,19 @@ TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
 Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t workspace_size,
            cudaStream_t stream) {
   if (!valid_config(config)) return "gemm_sm90: invalid tile configuration";
-  if (workspace_size < workspace_bytes(g) || (workspace_bytes(g) > 0 && workspace == nullptr))
+  const Plan plan = make_plan(g, config);
+  if (workspace_size < plan.workspace || (plan.workspace > 0 && workspace == nullptr))
     return "gemm_sm90: workspace smaller than workspace_bytes()";
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return "gemm_sm90: no current CUDA device";
-  }
-  const DeviceInfo* info = device_info(device);
-  if (info == nullptr || !info->is_sm90) return "gemm_sm90: the current device is not sm_90";
+  const DeviceInfo* info = current_device(&device);
+  if (info == nullptr) return "gemm_sm90: no current CUDA device";
+  if (!info->is_sm90) return "gemm_sm90: the current device is not sm_90";
 
   const int BM = config.block_m, BN = config.block_n;
-  // A M-contiguous (the challenge layout) in 16-byte aligned K rows, on shapes where that pays
-  // (transpose_a_in_kernel): TMA reads it as it is and the consumers transpose it on its way into
-  // the MMAs (kAMn), in the kernel variant that has its A scales in shared memory. Other layouts
-  // TMA cannot read get a K-major copy.
-  const bool a_mn = transpose_a_in_kernel(g.M, g.N) && !tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
-                    mn_tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) && a_scales_tma_ready(g) &&
-                    with_tile(BM, BN, [](auto bm, auto bn) { return TileShape<decltype(bm)::value, decltype(bn)::value>::kScalesFit; });
   uint8_t* scratch = static_cast<uint8_t*>(workspace);
   CopyJob copy_a{}, copy_b;
   KMajor a{};
-  if (!a_mn) {
+  if (!plan.a_mn) {
     a = plan_operand(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K, scratch, &copy_a);
     if (copy_a.tiles > 0) scratch += copy_bytes(g.M, g.K);
   }
@@ -369,14 +383,21 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
     return make_map(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.M, g.K, a_k_bytes, rows, kBlockK,
                     rows == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   };
-  const bool map_a_ok = a_mn ? mn_map(&map_a, std::min(BM, 128)) && (BM != 192 || mn_map(&map_a_tail, 64))
-                             : make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes, kBlockK, BM);
-  if (!map_a_ok ||
-      !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
+  const bool map_a_ok = plan.a_mn ? mn_map(&map_a, std::min(BM, 128)) && (BM != 192 || mn_map(&map_a_tail, 64))
+                                  : make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes,
+                                             kBlockK, BM);
+  if (!map_a_ok || !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
     return "gemm_sm90: cannot encode the operands' TMA descriptors";
+  CUtensorMap map_sa{};  // each stage's BM A scales, where TMA can read them
+  const bool sa_smem = a_scales_tma_ready(g) &&
+                       make_map(&map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
+                                g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
+                                CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (plan.a_mn && !sa_smem) return "gemm_sm90: cannot encode the A scales' TMA descriptor";
 
   return with_tile(BM, BN, [&](auto bm, auto bn) {
-    return launch<decltype(bm)::value, decltype(bn)::value>(map_a, map_a_tail, map_b, p, g, device, info->num_sms, stream, after_copy, a_mn);
+    return launch<decltype(bm)::value, decltype(bn)::value>(map_a, map_a_tail, map_b, map_sa, p, g, device,
+                                                            info->num_sms, stream, after_copy, sa_smem, plan.a_mn);
   });
 }
 
@@ -387,11 +408,7 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
   if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim || ((g.M + 63) / 64) * ((g.N + 63) / 64) >= kMaxTiles)
     return kOk;
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return kOk;
-  }
-  const DeviceInfo* info = device_info(device);
+  const DeviceInfo* info = current_device(&device);
   if (info == nullptr || !info->is_sm90) return kOk;
   constexpr int64_t kMaxCopyTiles = int64_t(1) << 30;  // the operand copy's grid size
   if (workspace_bytes(g) > 0 &&

@@ -545,10 +545,18 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       for (int c = 0; c < kChunks; ++c) {
         if (tid == 0) tma_store_wait_read();  // the previous store has left cbuf
         named_barrier(2 + ci, 128);
+        // With kAMn a warp's fragment rows are 2 (lane / 4) (+ 1): the upper half warp stores its
+        // odd row first, so that each store covers all eight rows mod 8 (with the 128-byte swizzle,
+        // eight different 16-byte chunks) and not four of them twice (2-way bank conflicts; with
+        // the row-major box, 8-way instead of 4-way: NOTES-sm90.md run 35).
+        const int h_first = kRowStep == 1 ? lane / 16 : 0;
 #pragma unroll
-        for (int j = 0; j < kChunkN / 8; ++j)
+        for (int j = 0; j < kChunkN / 8; ++j) {
+          const float* a = acc + c * (kChunkN / 2) + 4 * j;
+          const uint32_t row_words[2] = {pack_bf16(a[0], a[1]), pack_bf16(a[2], a[3])};
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
+          for (int i = 0; i < 2; ++i) {
+            const int h = i ^ h_first;
             const int r = frag_row + kRowStep * h;
             uint8_t* dst;
             if constexpr (T::kSwizzledOut) {
@@ -557,9 +565,9 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
             } else {  // one row-major 64 x kChunkN box
               dst = cbuf + r * (kChunkN * 2) + j * 16 + (lane % 4) * 4;
             }
-            const float* a = acc + c * (kChunkN / 2) + 4 * j + 2 * h;
-            *reinterpret_cast<uint32_t*>(dst) = pack_bf16(a[0], a[1]);
+            *reinterpret_cast<uint32_t*>(dst) = h ? row_words[1] : row_words[0];
           }
+        }
         fence_proxy_async_smem();
         named_barrier(2 + ci, 128);
         if (tid == 0) {

@@ -3,12 +3,14 @@
 // timing with its protocol (256 MB L2 flush before each call, events, median of 30).
 //
 //   harness check            all 29 reference shapes, odd shapes, all layouts, all configs
-//   harness sweep            every tile configuration on the 18 ranked shapes (CSV; a_scale
-//                            M-contiguous, compare.py's layout)
+//   harness sweep [LAYOUT]   every tile configuration on the 18 ranked shapes (CSV; LAYOUT as
+//                            for `one`, default mn: compare.py's)
 //   harness bench            chosen configuration, K-major and column-major layouts, twice
 //   harness waves            the wave-quantization candidates on their shapes (check, then time)
-//   harness one M N K BM BN SPLIT [mn]   one K-major call after a warm-up (for profilers;
-//                            mn: a_scale M-contiguous, compare.py's layout)
+//   harness one M N K BM BN SPLIT [LAYOUT]   one call after a warm-up (for profilers); LAYOUT:
+//                            kmaj (default), mn (a_scale M-contiguous, compare.py's layout),
+//                            col (the challenge's), colb (only B N-contiguous)
+//   harness time M N K BM BN SPLIT LAYOUT   the median of 3 timings (each a median of 30)
 //   harness ab M N K BM BN SPLIT [BM BN SPLIT ...]   same-machine A/B, 5 interleaved rounds
 //   harness rank M N K [M N K ...]   the heuristic's choice against every candidate, per shape
 //   harness copy             the operand copy alone (challenge layout -> K-major) on the 18
@@ -317,11 +319,18 @@ int run_check() {
   return fails;
 }
 
-int run_sweep() {
+Layout layout_arg(int argc, char** argv, int i) {
+  const std::string name = argc > i ? argv[i] : "kmaj";
+  if (name == "mn") return Layout::KMajorScaleMN;
+  if (name == "col") return Layout::ColMajor;
+  return name == "colb" ? Layout::ColMajorB : Layout::KMajor;
+}
+
+int run_sweep(Layout layout) {
   std::printf("sweep,M,N,K,config,us\n");
   int idx = 0;
   for (const Shape& s : kRanked) {
-    Problem p = make_problem(s.M, s.N, s.K, Layout::KMajorScaleMN, 77 + idx);
+    Problem p = make_problem(s.M, s.N, s.K, layout, 77 + idx);
     for (const TileConfig& c : fp8gemm::sm90::kCandidates)
       std::printf("sweep,%lld,%lld,%lld,%s,%.2f\n", (long long)s.M, (long long)s.N, (long long)s.K,
                   cfg_name(c).c_str(), time_us(p.args, &c));
@@ -528,12 +537,20 @@ int run_copy() {
   return fails;
 }
 
-int run_one(int argc, char** argv) {
+int run_one(int argc, char** argv, bool repeat) {
   if (argc < 8) return 2;
+  const int64_t M = std::atoll(argv[2]), N = std::atoll(argv[3]), K = std::atoll(argv[4]);
   const TileConfig c{std::atoi(argv[5]), std::atoi(argv[6]), std::atoi(argv[7])};
-  const Layout layout = (argc > 8 && std::string(argv[8]) == "mn") ? Layout::KMajorScaleMN : Layout::KMajor;
-  Problem p = make_problem(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), layout, 3);
-  std::printf("%s: %.2f us\n", cfg_name(c).c_str(), time_us(p.args, &c, 3));
+  Problem p = make_problem(M, N, K, layout_arg(argc, argv, 8), 3);
+  if (repeat) {
+    double t[3];
+    for (double& x : t) x = time_us(p.args, &c);
+    std::sort(t, t + 3);
+    std::printf("time,%lld,%lld,%lld,%s,%s,%.2f (%.2f..%.2f)\n", (long long)M, (long long)N, (long long)K,
+                cfg_name(c).c_str(), argc > 8 ? argv[8] : "kmaj", t[1], t[0], t[2]);
+  } else {
+    std::printf("%s: %.2f us\n", cfg_name(c).c_str(), time_us(p.args, &c, 3));
+  }
   p.release();
   return 0;
 }
@@ -609,13 +626,16 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
   if (mode == "check") return run_check() ? 1 : 0;
-  if (mode == "sweep") return run_sweep();
+  if (mode == "sweep") return run_sweep(argc > 2 ? layout_arg(argc, argv, 2) : Layout::KMajorScaleMN);
   if (mode == "bench") return run_bench();
   if (mode == "waves") return run_waves();
-  if (mode == "one") return run_one(argc, argv);
+  if (mode == "one") return run_one(argc, argv, false);
+  if (mode == "time") return run_one(argc, argv, true);
   if (mode == "copy") return run_copy();
   if (mode == "ab") return run_ab(argc, argv);
   if (mode == "rank") return run_rank(argc, argv);
-  std::printf("usage: harness check|sweep|bench|waves|copy|one M N K BM BN SPLIT [mn]|ab M N K BM BN SPLIT [...]|rank M N K [...]\n");
+  std::printf(
+      "usage: harness check|sweep [LAYOUT]|bench|waves|copy|one M N K BM BN SPLIT [LAYOUT]|time M N K BM BN SPLIT LAYOUT"
+      "|ab M N K BM BN SPLIT [...]|rank M N K [...]\n");
   return 2;
 }
