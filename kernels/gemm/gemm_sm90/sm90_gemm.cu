@@ -272,7 +272,7 @@ bool b_k_major(const GemmArgs& g) { return tma_ready(g.b, g.b_stride_n, g.b_stri
 // that takes.
 struct Plan {
   bool a_mn = false;     // A M-contiguous, read as it is and transposed by the consumers
-  size_t workspace = 0;  // K-major copies of the operands TMA cannot read (else)
+  size_t workspace = 0;  // K-major copies of the operands TMA cannot read as they are
 };
 
 Plan make_plan(const GemmArgs& g, const TileConfig& c) {
