@@ -5,7 +5,9 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
+#include <utility>
 
 #include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_kernel.cuh"
@@ -236,32 +238,35 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUt
   return go(false_type{}, false_type{});
 }
 
-// f(integral_constant BM, integral_constant BN) for a valid tile configuration's shape.
+// The tile shapes that have kernels (sm90_gemm.h lists them for users).
+struct TileDims {
+  int block_m, block_n;
+};
+constexpr TileDims kTileShapes[] = {{192, 128}, {192, 144}, {128, 256}, {128, 192}, {128, 144},
+                                    {128, 128}, {128, 96},  {128, 72},  {128, 64},  {64, 128},
+                                    {64, 144},  {64, 192},  {64, 256}};
+
+template <class F, size_t... I>
+auto with_tile_in(int BM, int BN, F& f, std::index_sequence<I...>) {
+  using std::integral_constant;
+  decltype(f(integral_constant<int, kTileShapes[0].block_m>{}, integral_constant<int, kTileShapes[0].block_n>{})) r{};
+  (void)((BM == kTileShapes[I].block_m && BN == kTileShapes[I].block_n &&
+          (r = f(integral_constant<int, kTileShapes[I].block_m>{}, integral_constant<int, kTileShapes[I].block_n>{}),
+           true)) ||
+         ...);
+  return r;
+}
+
+// f(integral_constant BM, integral_constant BN) for one of kTileShapes (valid_config); a
+// value-initialised result for any other shape.
 template <class F>
 auto with_tile(int BM, int BN, F&& f) {
-  using std::integral_constant;
-  if (BM == 192 && BN == 128) return f(integral_constant<int, 192>{}, integral_constant<int, 128>{});
-  if (BM == 192 && BN == 144) return f(integral_constant<int, 192>{}, integral_constant<int, 144>{});
-  if (BM == 128 && BN == 256) return f(integral_constant<int, 128>{}, integral_constant<int, 256>{});
-  if (BM == 128 && BN == 192) return f(integral_constant<int, 128>{}, integral_constant<int, 192>{});
-  if (BM == 128 && BN == 144) return f(integral_constant<int, 128>{}, integral_constant<int, 144>{});
-  if (BM == 128 && BN == 128) return f(integral_constant<int, 128>{}, integral_constant<int, 128>{});
-  if (BM == 128 && BN == 96) return f(integral_constant<int, 128>{}, integral_constant<int, 96>{});
-  if (BM == 128 && BN == 72) return f(integral_constant<int, 128>{}, integral_constant<int, 72>{});
-  if (BM == 128 && BN == 64) return f(integral_constant<int, 128>{}, integral_constant<int, 64>{});
-  if (BM == 64 && BN == 128) return f(integral_constant<int, 64>{}, integral_constant<int, 128>{});
-  if (BM == 64 && BN == 144) return f(integral_constant<int, 64>{}, integral_constant<int, 144>{});
-  if (BM == 64 && BN == 192) return f(integral_constant<int, 64>{}, integral_constant<int, 192>{});
-  return f(integral_constant<int, 64>{}, integral_constant<int, 256>{});
+  return with_tile_in(BM, BN, f, std::make_index_sequence<std::size(kTileShapes)>{});
 }
 
 bool valid_config(const TileConfig& c) {
-  const bool tile = (c.block_m == 192 && (c.block_n == 128 || c.block_n == 144)) ||
-                    (c.block_m == 128 && (c.block_n == 256 || c.block_n == 192 || c.block_n == 144 ||
-                                          c.block_n == 128 || c.block_n == 96 || c.block_n == 72 ||
-                                          c.block_n == 64)) ||
-                    (c.block_m == 64 && (c.block_n == 128 || c.block_n == 144 || c.block_n == 192 ||
-                                         c.block_n == 256));
+  bool tile = false;
+  for (const TileDims& t : kTileShapes) tile = tile || (t.block_m == c.block_m && t.block_n == c.block_n);
   return tile && c.split >= 1 && c.split <= kMaxSplit;
 }
 
