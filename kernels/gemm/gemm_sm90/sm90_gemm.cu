@@ -415,14 +415,15 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || !info->is_sm90) return kOk;
+  const TileConfig config = choose_config(g.M, g.N, g.K);
   constexpr int64_t kMaxCopyTiles = int64_t(1) << 30;  // the operand copy's grid size
-  if (workspace_bytes(g) > 0 &&
+  if (make_plan(g, config).workspace > 0 &&
       ((g.M + kCopyRows - 1) / kCopyRows + (g.N + kCopyRows - 1) / kCopyRows) * ((g.K + kCopyK - 1) / kCopyK) >=
           kMaxCopyTiles)
     return kOk;
   *handled = true;
   if (g.M == 0 || g.N == 0) return kOk;
-  return run(g, choose_config(g.M, g.N, g.K), workspace, workspace_size, stream);
+  return run(g, config, workspace, workspace_size, stream);
 }
 
 }  // namespace fp8gemm::sm90
