@@ -59,7 +59,7 @@ Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes,
   if (args.M == 0 || args.N == 0) return kOk;
   int device_sm = 0;
   if (Status status = current_device_sm(&device_sm); status != kOk) return status;
-  if (hopper_path_applies(args, device_sm) && sm90::workspace_bytes(args) <= workspace_bytes) {
+  if (hopper_path_applies(args, device_sm)) {
     bool launched = false;
     const Status status = sm90::try_gemm(args, workspace, workspace_bytes, stream, &launched);
     if (status != kOk || launched) return status;

@@ -14,8 +14,9 @@
 //   - the current device is compute capability 9.0 and GEMM_FORCE_GENERAL is not set;
 //   - args has passed the binding's checks: M, N, K >= 1, scale shapes as in gemm_args.h,
 //     any strides (the fast path declines layouts it does not take);
-//   - workspace points to workspace_size >= workspace_bytes(args) bytes of device memory
-//     (possibly nullptr when that is 0), usable on `stream` until the queued work finishes.
+//   - workspace points to workspace_size bytes of device memory (possibly nullptr when that
+//     is 0), usable on `stream` until the queued work finishes. try_gemm declines when that
+//     is less than workspace_bytes(args), so the dispatch need not ask for it again.
 #include <cstddef>
 
 #include <cuda_runtime.h>

@@ -129,13 +129,13 @@ struct KernelSetup {
   int clusters[kMaxSplit + 1] = {};
 };
 
-template <int BM, int BN, bool kSaSmem, bool kAMn>
+template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 const KernelSetup& kernel_setup(int device, int num_sms) {
   using T = TileShape<BM, BN>;
   static KernelSetup setups[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   std::call_once(once[device], [device, num_sms] {
-    auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn>;
+    auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn, kSplit>;
     KernelSetup& s = setups[device];
     s.ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes) == cudaSuccess;
     for (int split = 1; split <= kMaxSplit; ++split) {
@@ -159,12 +159,12 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
   return setups[device];
 }
 
-template <int BM, int BN, bool kSaSmem, bool kAMn>
+template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b,
                      const CUtensorMap& map_sa, const KernelParams& p, const GemmArgs& g, int device, int num_sms,
                      cudaStream_t stream, bool after_copy) {
   using T = TileShape<BM, BN>;
-  const KernelSetup& setup = kernel_setup<BM, BN, kSaSmem, kAMn>(device, num_sms);
+  const KernelSetup& setup = kernel_setup<BM, BN, kSaSmem, kAMn, kSplit>(device, num_sms);
   if (!setup.ok) return "gemm_sm90: cannot raise the kernel's shared-memory limit";
   // Output boxes: 64x64 with 128-byte swizzle, or 64 x chunk width unswizzled (T::kSwizzledOut).
   CUtensorMap map_c{};
@@ -199,7 +199,7 @@ Status launch_kernel(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, co
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = num_attrs;
-  auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn>;
+  auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn, kSplit>;
   cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_a_tail, map_b, map_c, map_sa, params);
   if (err != cudaSuccess && after_copy) {  // no programmatic launch here: plain stream order
     cudaGetLastError();
@@ -220,14 +220,18 @@ bool a_scales_tma_ready(const GemmArgs& g) {
 }
 
 // The kernel variant: sa_smem (map_sa brings each stage's A scales; always with a_mn), a_mn (A
-// M-contiguous, transposed by the consumers).
+// M-contiguous, transposed by the consumers), and whether the tile is split along K.
 template <int BM, int BN>
 Status launch(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUtensorMap& map_b,
               const CUtensorMap& map_sa, const KernelParams& p, const GemmArgs& g, int device, int num_sms,
               cudaStream_t stream, bool after_copy, bool sa_smem, bool a_mn) {
   auto go = [&](auto sa_tma, auto mn) {
-    return launch_kernel<BM, BN, decltype(sa_tma)::value, decltype(mn)::value>(map_a, map_a_tail, map_b, map_sa, p, g,
-                                                                               device, num_sms, stream, after_copy);
+    constexpr bool kSaTma = decltype(sa_tma)::value, kMn = decltype(mn)::value;
+    if (p.split > 1)
+      return launch_kernel<BM, BN, kSaTma, kMn, true>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream,
+                                                      after_copy);
+    return launch_kernel<BM, BN, kSaTma, kMn, false>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream,
+                                                     after_copy);
   };
   using std::false_type, std::true_type;
   if constexpr (TileShape<BM, BN>::kScalesFit) {
@@ -314,7 +318,7 @@ TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || info->num_sms == 0) return kCandidates[0];
   // every configuration fills an SM's shared memory: one kernel's cluster capacity serves all
-  return pick_config(M, N, K, kernel_setup<128, 128, false, false>(device, info->num_sms).clusters);
+  return pick_config(M, N, K, kernel_setup<128, 128, false, false, true>(device, info->num_sms).clusters);
 }
 
 Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t workspace_size,
@@ -376,7 +380,11 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);
   const bool out_rows = g.out_stride_n == 1 || g.N == 1;
   const bool out_rows_16 = g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N);
-  p.tma_store = config.split == 1 && out_rows && out_addr % 16 == 0 && out_rows_16;
+  // Split-K tiles store through TMA where each CTA finishes whole warpgroup regions (kPushSplit).
+  const bool whole_regions = config.split == 1 || (config.split == 2 && with_tile(BM, BN, [](auto bm, auto bn) {
+                                                     return TileShape<decltype(bm)::value, decltype(bn)::value>::kPushSplit;
+                                                   }));
+  p.tma_store = whole_regions && out_rows && out_addr % 16 == 0 && out_rows_16;
   p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
 
   CUtensorMap map_a{}, map_b{};
@@ -416,8 +424,10 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || !info->is_sm90) return kOk;
   const TileConfig config = choose_config(g.M, g.N, g.K);
+  const size_t needed = make_plan(g, config).workspace;
+  if (needed > workspace_size || (needed > 0 && workspace == nullptr)) return kOk;
   constexpr int64_t kMaxCopyTiles = int64_t(1) << 30;  // the operand copy's grid size
-  if (make_plan(g, config).workspace > 0 &&
+  if (needed > 0 &&
       ((g.M + kCopyRows - 1) / kCopyRows + (g.N + kCopyRows - 1) / kCopyRows) * ((g.K + kCopyK - 1) / kCopyK) >=
           kMaxCopyTiles)
     return kOk;

@@ -138,6 +138,11 @@ struct TileShape {
   static constexpr int kSmemBytes =
       1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + (kScalesFit ? kScaleBytes : 0);
   static constexpr int kRedStride = BN + 4;  // fp32 partial-tile row stride (split-K)
+  // Split-K over 2 CTAs, for two one-chunk consumer warpgroups: each CTA finishes the tile
+  // region of one warpgroup, and its other warpgroup hands its partial to the peer CTA,
+  // straight into the peer's output staging buffer (exactly one warpgroup's fp32 accumulator).
+  static constexpr bool kPushSplit = kConsumerWGs == 2 && kChunks == 1;
+  static_assert(!kPushSplit || kOutBytes == 64 * kWN * 4, "a pushed partial fills the staging buffer");
   static_assert(BM * kRedStride * 4 <= kStages * kStageBytes + kOutBytes, "split-K buffer");
   static_assert(kStages >= 2, "stages");
 };
@@ -251,9 +256,9 @@ __device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], cons
 // kSaSmem: the A scales come with each stage (TMA); else from global memory.
 // kAMn: A arrives M-contiguous (the challenge layout) and is transposed on its way into the
 // MMAs' registers (a_fragments below); else A is K-major and the MMAs read it from shared memory.
-template <int BM, int BN, bool kSaSmem, bool kAMn>
+template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
-                                         uint64_t* full, uint64_t* empty, const float* smem_sa, int unit,
+                                         uint64_t* full, uint64_t* empty, uint64_t* xfer, const float* smem_sa, int unit,
                                          int unit_stride, int rank, int kb_begin, int kb_end) {
   using T = TileShape<BM, BN>;
   constexpr int kWN = T::kWN;
@@ -334,6 +339,17 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   constexpr int kTurnBarrier = 5;  // ids 5.. (1: split-K, 2..4: epilogue staging)
   constexpr int kTurnThreads = 256;
   if (T::kTakeTurns && ci == T::kConsumerWGs - 1) named_barrier_arrive(kTurnBarrier, kTurnThreads);
+
+  // Split-K with kPushSplit: warpgroup `rank` finishes its region of each tile here; the other
+  // one's partial goes to the peer CTA, into its staging buffer, with st.async counted on the
+  // peer's xfer[0]. The peer arrives on our xfer[1] once the buffer is free again. Every
+  // partial sent is acknowledged, also the last one, so that no CTA leaves while the other
+  // may still write into its shared memory or arrive on its barriers.
+  const bool push_split = kSplit && T::kPushSplit && p.split == 2;
+  const bool finisher = ci == rank;
+  const uint32_t peer = rank ^ 1;
+  uint32_t xfer_phase = 0;
+  bool sent = false, peer_ready = false;
 
   int stage = 0;
   uint32_t phase = 0;
@@ -497,7 +513,36 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     // Fragment position of acc[4j + 2h + e]: row frag_row + kRowStep h, col 8j + frag_col + e.
     const int frag_col = 2 * (lane % 4);
 
-    if (p.split > 1) {
+    if (push_split) {
+      if (!peer_ready) {  // the peer's barriers are initialised
+        cluster_wait();
+        peer_ready = true;
+      }
+      if (!finisher) {
+        if (sent) mbar_wait(&xfer[1], xfer_phase);  // the peer took the previous one
+        xfer_phase ^= sent;
+        sent = true;
+        const uint32_t dst = cluster_smem_addr(smem_c, peer) + tid * 16, bar = cluster_smem_addr(&xfer[0], peer);
+#pragma unroll
+        for (int i = 0; i < kWN / 8; ++i)
+          st_async_16(dst + i * 128 * 16, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]),
+                      bar);
+        continue;
+      }
+      if (tid == 0) mbar_arrive_expect_tx(&xfer[0], T::kOutBytes);
+      mbar_wait(&xfer[0], xfer_phase);
+      xfer_phase ^= 1;
+      const float4* part = reinterpret_cast<const float4*>(smem_c) + tid;
+#pragma unroll
+      for (int i = 0; i < kWN / 8; ++i) {
+        const float4 v = part[i * 128];
+        acc[4 * i] += v.x;
+        acc[4 * i + 1] += v.y;
+        acc[4 * i + 2] += v.z;
+        acc[4 * i + 3] += v.w;
+      }
+    }
+    if (kSplit && !push_split) {
       // ---- split-K: partial tiles meet in distributed shared memory ----
       named_barrier(1, T::kConsumerThreads);  // all consumers are done with the stage buffers
       float* red = reinterpret_cast<float*>(smem);
@@ -581,6 +626,10 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
           tma_store_commit();
         }
       }
+      if (push_split && tid == 0) {  // the peer may send the next partial once the store has read it
+        tma_store_wait_read();
+        mbar_arrive_remote(cluster_smem_addr(&xfer[1], peer));
+      }
     } else {
       // ---- any other output layout: element stores ----
 #pragma unroll
@@ -594,8 +643,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
           if (gc < p.N) o[int64_t(gc) * p.out_sn] = to_bf16(acc[4 * j + 2 * h]);
           if (gc + 1 < p.N) o[int64_t(gc + 1) * p.out_sn] = to_bf16(acc[4 * j + 2 * h + 1]);
         }
+      if (push_split) {  // every thread has read its part of the peer's partial
+        named_barrier(2 + ci, 128);
+        if (tid == 0) mbar_arrive_remote(cluster_smem_addr(&xfer[1], peer));
+      }
     }
   }
+  if (push_split && sent) mbar_wait(&xfer[1], xfer_phase);
   if (T::kTakeTurns && ci == 0) named_barrier(kTurnBarrier, kTurnThreads);  // the last consumer's final token
   if (p.tma_store && tid == 0) tma_store_wait_all();
 }
@@ -603,7 +657,8 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 // kSaSmem: the A scales are M-contiguous and TMA brings each stage's BM of them.
 // kAMn: A is M-contiguous; map_a's boxes are min(BM, 128) M x 128 K, map_a_tail's (BM = 192)
 // 64 M x 128 K for the tile's last 64 rows (see consumer).
-template <int BM, int BN, bool kSaSmem, bool kAMn>
+// kSplit: p.split > 1 (clusters share tiles along K); the other kernels carry no split-K code.
+template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a_tail,
                          const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_c,
@@ -622,6 +677,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_c + T::kOutBytes);
   uint64_t* empty = full + kStages;
+  uint64_t* xfer = empty + kStages;  // with kPushSplit: [0] the peer's partial came, [1] the peer took ours
   float* smem_sa = reinterpret_cast<float*>(smem_c + T::kOutBytes + T::kBarrierBytes);  // if kSaSmem
 
   const int wg = threadIdx.x / 128;
@@ -630,18 +686,22 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   const int lane = threadIdx.x % 32;
 
   int unit = blockIdx.x, unit_stride = gridDim.x, rank = 0;
-  if (p.split > 1) {
+  if (kSplit) {
     unit = cluster_id_x();
     unit_stride = cluster_count_x();
     rank = cluster_rank();
   }
-  const int kb_begin = rank * p.num_kb / p.split;
-  const int kb_end = (rank + 1) * p.num_kb / p.split;
+  const int kb_begin = kSplit ? rank * p.num_kb / p.split : 0;
+  const int kb_end = kSplit ? (rank + 1) * p.num_kb / p.split : p.num_kb;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], T::kConsumerWarps);
+    }
+    if (kSplit) {
+      mbar_init(&xfer[0], 1);
+      mbar_init(&xfer[1], 1);
     }
     mbar_fence_init();
     tma_prefetch_desc(&map_a);
@@ -651,6 +711,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (kAMn && BM == 192) tma_prefetch_desc(&map_a_tail);
   }
   __syncthreads();
+  // The peer may arrive on our barriers once they are initialised (see the consumers).
+  if (kSplit && T::kPushSplit && p.split == 2) cluster_arrive_relaxed();
   // Launched right after the operand copy (programmatic dependent launch): everything above
   // overlaps the copy's tail; nothing below reads or writes global memory before it is done.
   // Without that launch attribute this returns at once.
@@ -696,13 +758,14 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
           }
         }
       }
-      if (p.split > 1) {  // the consumers' two cluster barriers of this tile
+      if (kSplit && !(T::kPushSplit && p.split == 2)) {  // the consumers' two cluster barriers of this tile
         cluster_sync_all();
         cluster_sync_all();
       }
     }
   } else {
-    consumer<BM, BN, kSaSmem, kAMn>(map_c, p, smem, full, empty, smem_sa, unit, unit_stride, rank, kb_begin, kb_end);
+    consumer<BM, BN, kSaSmem, kAMn, kSplit>(map_c, p, smem, full, empty, xfer, smem_sa, unit, unit_stride, rank, kb_begin,
+                                    kb_end);
   }
 }
 

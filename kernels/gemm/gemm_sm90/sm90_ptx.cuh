@@ -178,6 +178,38 @@ __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
+// A barrier.cluster phase in two halves: every thread of the cluster arrives (relaxed: it
+// orders nothing but the mbarrier inits fenced before it), and waits later, before it first
+// touches another CTA's shared memory.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
+
+// Shared-memory address (shared::cluster window) of the same location in the CTA of rank
+// `rank` of this cluster, for the remote operations below.
+__device__ __forceinline__ uint32_t cluster_smem_addr(const void* local, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(local)), "r"(rank));
+  return r;
+}
+
+// 16 bytes into another CTA's shared memory, counted in bytes on its mbarrier `remote_bar`
+// (both from cluster_smem_addr): the receiver sees them once that barrier's phase completes.
+__device__ __forceinline__ void st_async_16(uint32_t remote_addr, float4 v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   remote_addr),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+               "r"(__float_as_uint(v.w)), "r"(remote_bar)
+               : "memory");
+}
+
+// Arrives on an mbarrier of another CTA of the cluster (address from cluster_smem_addr).
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+}
+
 // Generic address of the same shared-memory location in the CTA of rank `rank` of this
 // cluster; ordinary loads through it read that CTA's shared memory.
 template <typename T>
