@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "gemm_sm90/sm90_gemm.h"
+#include "gemm_sm90/sm90_kernel.cuh"
 
 #pragma GCC visibility push(hidden)  // internal to the extension
 
@@ -23,8 +24,8 @@ constexpr TileConfig kCandidates[] = {
 };
 
 // The best configuration for each of the 18 ranked shapes on one H100 SXM: the mean of two
-// sweeps of all candidates in compare.py's scale layout (NOTES-sm90.md runs 19, 24, 27 and 32,
-// benchmarks/sm90_harness/sweep-run32-2026-11-23-h100.csv). Each re-sweep changed only the
+// sweeps of all candidates in compare.py's scale layout (NOTES-sm90.md runs 19, 24, 27, 32 and 38,
+// benchmarks/sm90_harness/sweep-run38-2026-11-24-h100.csv). Each re-sweep changed only the
 // shapes where another configuration won by more than 1% in every round. Used on GPUs with
 // that many SMs.
 constexpr int kTunedSms = 132;
@@ -37,8 +38,8 @@ constexpr TunedShape kTuned[] = {
     {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 128, 1}}, {1024, 4608, 7168, {128, 144, 1}},
     {1024, 7168, 2304, {128, 128, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
     {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {192, 144, 1}},
-    {6144, 7168, 256, {192, 128, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
-    {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
+    {6144, 7168, 256, {128, 192, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
+    {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {128, 192, 1}},
 };
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
@@ -47,7 +48,8 @@ constexpr TunedShape kTuned[] = {
 // 64x192 from run 32's sweeps, scaled by 0.98 to run 27's machine; 64x144 raised from 0.28
 // to 0.30 by run 32's replay of the choice on 51 other shapes), plus a fixed cost per tile
 // (pipeline fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were fitted to run 27's timings of
-// every candidate on 46 shapes (NOTES-sm90.md run 27g).
+// every candidate on 46 shapes (NOTES-sm90.md run 27g); the cost of a split whose partials are
+// pushed is the median over such splits in run 38's sweep.
 inline double kblock_us(const TileConfig& c) {
   if (c.block_m == 192) return c.block_n == 144 ? 0.69 : 0.56;
   if (c.block_m == 128) {
@@ -66,7 +68,8 @@ inline double kblock_us(const TileConfig& c) {
 
 struct CostModel {
   double tile_overhead_us = 3.0;
-  double split_overhead_us = 6.0;  // per CTA beyond the first of a split tile
+  double split_overhead_us = 6.0;       // per CTA beyond the first of a split tile
+  double pushed_split_overhead_us = 4.0;  // the same, for splits of 2 that push partials (run 38)
 };
 
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
@@ -76,7 +79,9 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
   const int64_t waves = (tiles + slots - 1) / slots;
   const int64_t kb_per_cta = (kb + c.split - 1) / c.split;
-  const double per_tile = kb_per_cta * kblock_us(c) + cm.tile_overhead_us + (c.split - 1) * cm.split_overhead_us;
+  const bool pushed = c.split == 2 && pushes_split_partials(c.block_m, c.block_n);
+  const double per_tile = kb_per_cta * kblock_us(c) + cm.tile_overhead_us +
+                          (c.split - 1) * (pushed ? cm.pushed_split_overhead_us : cm.split_overhead_us);
   return waves * per_tile;
 }
 

@@ -58,13 +58,35 @@ struct KernelParams {
   int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
 };
 
+// How a BM x BN tile is laid on the consumer warpgroups (TileShape below explains why); the
+// host's cost model asks too.
+// One producer warpgroup and 2 consumer warpgroups; 3 for BM = 192 (one per 64 rows) and for
+// 64x192 (one per 64 columns): three keep the tensor pipe busier than two (NOTES-sm90.md runs
+// 31d and 32).
+__host__ __device__ constexpr int consumer_wgs(int bm, int bn) { return bm == 192 || (bm == 64 && bn == 192) ? 3 : 2; }
+// Columns per consumer warpgroup: the warpgroups split the tile's rows in 64s, then its columns.
+__host__ __device__ constexpr int wg_cols(int bm, int bn) { return bn / (consumer_wgs(bm, bn) / (bm / 64)); }
+// A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
+// promoted before the next chunk's, so only one chunk-sized scratch accumulator is live next
+// to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns (192 with
+// two consumer warpgroups, which have the registers; NOTES-sm90.md run 27), else two halves.
+__host__ __device__ constexpr int chunk_cols(int bm, int bn) {
+  return wg_cols(bm, bn) <= 128 || (wg_cols(bm, bn) <= 192 && consumer_wgs(bm, bn) == 2) ? wg_cols(bm, bn)
+                                                                                         : wg_cols(bm, bn) / 2;
+}
+// Split-K over 2 CTAs, for two one-chunk consumer warpgroups: each CTA finishes the tile region
+// of one warpgroup, and its other warpgroup hands its partial to the peer CTA, straight into
+// the peer's output staging buffer, which holds exactly one warpgroup's fp32 accumulator
+// (NOTES-sm90.md run 38). Other splits sum the CTAs' partial tiles through distributed shared
+// memory between two cluster barriers.
+__host__ __device__ constexpr bool pushes_split_partials(int bm, int bn) {
+  return consumer_wgs(bm, bn) == 2 && chunk_cols(bm, bn) == wg_cols(bm, bn);
+}
+
 template <int BM, int BN>
 struct TileShape {
   static_assert(BM == 64 || BM == 128 || BM == 192, "BM");
-  // One producer warpgroup and 2 consumer warpgroups; 3 for BM = 192 (one per 64 rows) and
-  // for 64x192 (one per 64 columns): three keep the tensor pipe busier than two (NOTES-sm90.md
-  // runs 31d and 32).
-  static constexpr int kConsumerWGs = BM == 192 || (BM == 64 && BN == 192) ? 3 : 2;
+  static constexpr int kConsumerWGs = consumer_wgs(BM, BN);
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
@@ -73,15 +95,11 @@ struct TileShape {
   static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : 232;
   static constexpr int kWgM = BM / 64;                 // consumer warpgroups along M
   static constexpr int kWgN = kConsumerWGs / kWgM;     // consumer warpgroups along N
-  static constexpr int kWN = BN / kWgN;        // columns per consumer warpgroup
+  static constexpr int kWN = wg_cols(BM, BN);
+  static_assert(kWN == BN / kWgN, "warpgroup columns");
   static_assert(kWN == 64 || kWN == 72 || kWN == 96 || kWN == 128 || kWN == 144 || kWN == 192 || kWN == 256,
                 "warpgroup tile width");
-  // A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
-  // promoted before the next chunk's, so only one chunk-sized scratch accumulator is live
-  // next to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns
-  // (192 with two consumer warpgroups, which have the registers; NOTES-sm90.md run 27), else
-  // two halves.
-  static constexpr int kChunkN = kWN <= 128 || (kWN <= 192 && kConsumerWGs == 2) ? kWN : kWN / 2;
+  static constexpr int kChunkN = chunk_cols(BM, BN);
   static constexpr int kChunks = kWN / kChunkN;
   // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
   // tiles and to hurt the two-chunk ones (NOTES-sm90.md run 19).
@@ -138,10 +156,7 @@ struct TileShape {
   static constexpr int kSmemBytes =
       1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + (kScalesFit ? kScaleBytes : 0);
   static constexpr int kRedStride = BN + 4;  // fp32 partial-tile row stride (split-K)
-  // Split-K over 2 CTAs, for two one-chunk consumer warpgroups: each CTA finishes the tile
-  // region of one warpgroup, and its other warpgroup hands its partial to the peer CTA,
-  // straight into the peer's output staging buffer (exactly one warpgroup's fp32 accumulator).
-  static constexpr bool kPushSplit = kConsumerWGs == 2 && kChunks == 1;
+  static constexpr bool kPushSplit = pushes_split_partials(BM, BN);
   static_assert(!kPushSplit || kOutBytes == 64 * kWN * 4, "a pushed partial fills the staging buffer");
   static_assert(BM * kRedStride * 4 <= kStages * kStageBytes + kOutBytes, "split-K buffer");
   static_assert(kStages >= 2, "stages");
