@@ -39,7 +39,7 @@ constexpr TunedShape kTuned[] = {
     {1024, 7168, 2304, {128, 128, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
     {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {192, 144, 1}},
     {6144, 7168, 256, {128, 192, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
-    {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {128, 192, 1}},
+    {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
@@ -79,7 +79,7 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
   const int64_t waves = (tiles + slots - 1) / slots;
   const int64_t kb_per_cta = (kb + c.split - 1) / c.split;
-  const bool pushed = c.split == 2 && pushes_split_partials(c.block_m, c.block_n);
+  const bool pushed = pushes_split_partials(c.block_m, c.block_n, c.split);
   const double per_tile = kb_per_cta * kblock_us(c) + cm.tile_overhead_us +
                           (c.split - 1) * (pushed ? cm.pushed_split_overhead_us : cm.split_overhead_us);
   return waves * per_tile;

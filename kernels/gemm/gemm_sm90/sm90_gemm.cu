@@ -380,10 +380,8 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);
   const bool out_rows = g.out_stride_n == 1 || g.N == 1;
   const bool out_rows_16 = g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N);
-  // Split-K tiles store through TMA where each CTA finishes whole warpgroup regions (kPushSplit).
-  const bool whole_regions = config.split == 1 || (config.split == 2 && with_tile(BM, BN, [](auto bm, auto bn) {
-                                                     return TileShape<decltype(bm)::value, decltype(bn)::value>::kPushSplit;
-                                                   }));
+  // Split tiles store through TMA where each CTA finishes whole warpgroup regions.
+  const bool whole_regions = config.split == 1 || pushes_split_partials(BM, BN, config.split);
   p.tma_store = whole_regions && out_rows && out_addr % 16 == 0 && out_rows_16;
   p.out_vec4 = out_rows && out_addr % 8 == 0 && (g.M == 1 || g.out_stride_m % 4 == 0);
 

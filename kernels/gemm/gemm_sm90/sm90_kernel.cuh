@@ -25,8 +25,10 @@
 //
 // Work distribution: tiles in a grouped raster, walked persistently by the grid. With
 // split > 1 the CTAs of a cluster (cluster dims split x 1 x 1) share one tile and take
-// consecutive K ranges; their fp32 partial tiles meet in distributed shared memory and
-// each CTA reduces and stores 1/split of the tile (no workspace, deterministic).
+// consecutive K ranges, and their fp32 partials meet in shared memory (no workspace,
+// deterministic): for a split of 2 on two one-chunk consumer warpgroups, each CTA pushes one
+// warpgroup's partial into the other CTA (pushes_split_partials); otherwise each CTA reduces
+// and stores 1/split of the tile from all CTAs' partial tiles.
 #include <cuda_bf16.h>
 
 #include <utility>
@@ -63,7 +65,9 @@ struct KernelParams {
 // One producer warpgroup and 2 consumer warpgroups; 3 for BM = 192 (one per 64 rows) and for
 // 64x192 (one per 64 columns): three keep the tensor pipe busier than two (NOTES-sm90.md runs
 // 31d and 32).
-__host__ __device__ constexpr int consumer_wgs(int bm, int bn) { return bm == 192 || (bm == 64 && bn == 192) ? 3 : 2; }
+__host__ __device__ constexpr int consumer_wgs(int bm, int bn) {
+  return bm == 192 || (bm == 64 && bn == 192) ? 3 : 2;
+}
 // Columns per consumer warpgroup: the warpgroups split the tile's rows in 64s, then its columns.
 __host__ __device__ constexpr int wg_cols(int bm, int bn) { return bn / (consumer_wgs(bm, bn) / (bm / 64)); }
 // A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
@@ -71,16 +75,16 @@ __host__ __device__ constexpr int wg_cols(int bm, int bn) { return bn / (consume
 // to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns (192 with
 // two consumer warpgroups, which have the registers; NOTES-sm90.md run 27), else two halves.
 __host__ __device__ constexpr int chunk_cols(int bm, int bn) {
-  return wg_cols(bm, bn) <= 128 || (wg_cols(bm, bn) <= 192 && consumer_wgs(bm, bn) == 2) ? wg_cols(bm, bn)
-                                                                                         : wg_cols(bm, bn) / 2;
+  const int wn = wg_cols(bm, bn);
+  return wn <= 128 || (wn <= 192 && consumer_wgs(bm, bn) == 2) ? wn : wn / 2;
 }
 // Split-K over 2 CTAs, for two one-chunk consumer warpgroups: each CTA finishes the tile region
 // of one warpgroup, and its other warpgroup hands its partial to the peer CTA, straight into
 // the peer's output staging buffer, which holds exactly one warpgroup's fp32 accumulator
 // (NOTES-sm90.md run 38). Other splits sum the CTAs' partial tiles through distributed shared
 // memory between two cluster barriers.
-__host__ __device__ constexpr bool pushes_split_partials(int bm, int bn) {
-  return consumer_wgs(bm, bn) == 2 && chunk_cols(bm, bn) == wg_cols(bm, bn);
+__host__ __device__ constexpr bool pushes_split_partials(int bm, int bn, int split) {
+  return split == 2 && consumer_wgs(bm, bn) == 2 && chunk_cols(bm, bn) == wg_cols(bm, bn);
 }
 
 template <int BM, int BN>
@@ -156,7 +160,7 @@ struct TileShape {
   static constexpr int kSmemBytes =
       1024 + kStages * kStageBytes + kOutBytes + kBarrierBytes + (kScalesFit ? kScaleBytes : 0);
   static constexpr int kRedStride = BN + 4;  // fp32 partial-tile row stride (split-K)
-  static constexpr bool kPushSplit = pushes_split_partials(BM, BN);
+  static constexpr bool kPushSplit = pushes_split_partials(BM, BN, 2);
   static_assert(!kPushSplit || kOutBytes == 64 * kWN * 4, "a pushed partial fills the staging buffer");
   static_assert(BM * kRedStride * 4 <= kStages * kStageBytes + kOutBytes, "split-K buffer");
   static_assert(kStages >= 2, "stages");
@@ -273,8 +277,8 @@ __device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], cons
 // MMAs' registers (a_fragments below); else A is K-major and the MMAs read it from shared memory.
 template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
-                                         uint64_t* full, uint64_t* empty, uint64_t* xfer, const float* smem_sa, int unit,
-                                         int unit_stride, int rank, int kb_begin, int kb_end) {
+                                         uint64_t* full, uint64_t* empty, uint64_t* xfer, const float* smem_sa,
+                                         int unit, int unit_stride, int rank, int kb_begin, int kb_end) {
   using T = TileShape<BM, BN>;
   constexpr int kWN = T::kWN;
   constexpr int kStages = T::kStages;
@@ -360,7 +364,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   // peer's xfer[0]. The peer arrives on our xfer[1] once the buffer is free again. Every
   // partial sent is acknowledged, also the last one, so that no CTA leaves while the other
   // may still write into its shared memory or arrive on its barriers.
-  const bool push_split = kSplit && T::kPushSplit && p.split == 2;
+  const bool push_split = kSplit && pushes_split_partials(BM, BN, p.split);
   const bool finisher = ci == rank;
   const uint32_t peer = rank ^ 1;
   uint32_t xfer_phase = 0;
@@ -537,11 +541,12 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         if (sent) mbar_wait(&xfer[1], xfer_phase);  // the peer took the previous one
         xfer_phase ^= sent;
         sent = true;
-        const uint32_t dst = cluster_smem_addr(smem_c, peer) + tid * 16, bar = cluster_smem_addr(&xfer[0], peer);
+        const uint32_t dst = cluster_smem_addr(smem_c, peer) + tid * 16;
+        const uint32_t bar = cluster_smem_addr(&xfer[0], peer);
 #pragma unroll
         for (int i = 0; i < kWN / 8; ++i)
-          st_async_16(dst + i * 128 * 16, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]),
-                      bar);
+          st_async_16(dst + i * 128 * 16,
+                      make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]), bar);
         continue;
       }
       if (tid == 0) mbar_arrive_expect_tx(&xfer[0], T::kOutBytes);
@@ -727,7 +732,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   }
   __syncthreads();
   // The peer may arrive on our barriers once they are initialised (see the consumers).
-  if (kSplit && T::kPushSplit && p.split == 2) cluster_arrive_relaxed();
+  if (kSplit && pushes_split_partials(BM, BN, p.split)) cluster_arrive_relaxed();
   // Launched right after the operand copy (programmatic dependent launch): everything above
   // overlaps the copy's tail; nothing below reads or writes global memory before it is done.
   // Without that launch attribute this returns at once.
@@ -773,14 +778,14 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
           }
         }
       }
-      if (kSplit && !(T::kPushSplit && p.split == 2)) {  // the consumers' two cluster barriers of this tile
+      if (kSplit && !pushes_split_partials(BM, BN, p.split)) {  // the consumers' two cluster barriers
         cluster_sync_all();
         cluster_sync_all();
       }
     }
   } else {
-    consumer<BM, BN, kSaSmem, kAMn, kSplit>(map_c, p, smem, full, empty, xfer, smem_sa, unit, unit_stride, rank, kb_begin,
-                                    kb_end);
+    consumer<BM, BN, kSaSmem, kAMn, kSplit>(map_c, p, smem, full, empty, xfer, smem_sa, unit, unit_stride, rank,
+                                            kb_begin, kb_end);
   }
 }
 
