@@ -3,7 +3,9 @@
 // inside the kernel: the GEMM kernel's frame (grid of 128 CTAs, 384 threads, 200 KB of
 // dynamic shared memory) launched plain and as clusters of 2 and 4, and the split-K path's
 // cluster work alone (cluster barriers; the steps of the kernel's split-K epilogue on a 64x144
-// fp32 partial tile). NOTES-sm90.md run 31.
+// fp32 partial tile). NOTES-sm90.md run 31. Also the empty frame with the GEMM kernel's
+// parameters (five tensor maps and KernelParams, about 800 bytes), alone and with the kernel's
+// entry work (barrier init, tensor-map prefetches, griddepcontrol.wait). NOTES-sm90.md run 38.
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm \
 //     -o launch_probe kernels/gemm/benchmarks/sm90_harness/launch_probe.cu
@@ -74,6 +76,42 @@ __global__ void __launch_bounds__(kThreads, 1) frame(uint16_t* out) {
   }
 }
 
+// The GEMM kernel's parameter list, with nothing or only its entry work inside.
+template <bool kEntry>
+__global__ void __launch_bounds__(kThreads, 1)
+    frame_params(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a_tail,
+                 const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_c,
+                 const __grid_constant__ CUtensorMap map_sa, const KernelParams p) {
+  if constexpr (kEntry) {
+    extern __shared__ uint64_t bars[];
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < 16; ++s) mbar_init(&bars[s], 1);
+      mbar_fence_init();
+      tma_prefetch_desc(&map_a);
+      tma_prefetch_desc(&map_b);
+      if (p.tma_store) tma_prefetch_desc(&map_c);
+    }
+    __syncthreads();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+}
+
+template <bool kEntry>
+float time_params_us(void* flush) {
+  auto kernel = frame_params<kEntry>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CUtensorMap maps[5] = {};
+  KernelParams p{};
+  p.tma_store = 1;
+  auto launch = [&] { kernel<<<kGrid, kThreads, kSmem>>>(maps[0], maps[1], maps[2], maps[3], maps[4], p); };
+  for (int i = 0; i < 5; ++i) launch();
+  CK(cudaGetLastError());
+  return median_cold_us(flush, 30, [&] {
+    launch();
+    CK(cudaGetLastError());
+  });
+}
+
 template <Work kWork>
 float time_us(int cluster, void* flush, uint16_t* out) {
   auto kernel = frame<kWork>;
@@ -109,6 +147,9 @@ int main() {
                     time_us<Work::kReduce>(cluster, flush, out),
                     time_us<Work::kReduceRelaxed>(cluster, flush, out));
       }
+      if (cluster == 1)
+        std::printf(",with the GEMM's parameters %.2f,and its entry work %.2f", time_params_us<false>(flush),
+                    time_params_us<true>(flush));
       std::printf(" (us)\n");
     }
   CK(cudaFree(flush));
