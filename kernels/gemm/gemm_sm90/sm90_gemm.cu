@@ -226,12 +226,11 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_a_tail, const CUt
               const CUtensorMap& map_sa, const KernelParams& p, const GemmArgs& g, int device, int num_sms,
               cudaStream_t stream, bool after_copy, bool sa_smem, bool a_mn) {
   auto go = [&](auto sa_tma, auto mn) {
-    constexpr bool kSaTma = decltype(sa_tma)::value, kMn = decltype(mn)::value;
-    if (p.split > 1)
-      return launch_kernel<BM, BN, kSaTma, kMn, true>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream,
-                                                      after_copy);
-    return launch_kernel<BM, BN, kSaTma, kMn, false>(map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream,
-                                                     after_copy);
+    auto with_split = [&](auto split) {
+      return launch_kernel<BM, BN, decltype(sa_tma)::value, decltype(mn)::value, decltype(split)::value>(
+          map_a, map_a_tail, map_b, map_sa, p, g, device, num_sms, stream, after_copy);
+    };
+    return p.split > 1 ? with_split(std::true_type{}) : with_split(std::false_type{});
   };
   using std::false_type, std::true_type;
   if constexpr (TileShape<BM, BN>::kScalesFit) {
