@@ -366,7 +366,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
   // may still write into its shared memory or arrive on its barriers.
   const bool push_split = kSplit && pushes_split_partials(BM, BN, p.split);
   const bool finisher = ci == rank;
-  const uint32_t peer = rank ^ 1;
+  const uint32_t peer = rank ^ 1;  // its addresses are mapped where used: held across the K loop, they spill
   uint32_t xfer_phase = 0;
   bool sent = false, peer_ready = false;
 
@@ -538,15 +538,16 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         peer_ready = true;
       }
       if (!finisher) {
-        if (sent) mbar_wait(&xfer[1], xfer_phase);  // the peer took the previous one
-        xfer_phase ^= sent;
+        if (sent) {  // the peer took the previous one
+          mbar_wait(&xfer[1], xfer_phase);
+          xfer_phase ^= 1;
+        }
         sent = true;
-        const uint32_t dst = cluster_smem_addr(smem_c, peer) + tid * 16;
-        const uint32_t bar = cluster_smem_addr(&xfer[0], peer);
 #pragma unroll
         for (int i = 0; i < kWN / 8; ++i)
-          st_async_16(dst + i * 128 * 16,
-                      make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]), bar);
+          st_async_16(cluster_smem_addr(smem_c, peer) + (i * 128 + tid) * 16,
+                      make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]),
+                      cluster_smem_addr(&xfer[0], peer));
         continue;
       }
       if (tid == 0) mbar_arrive_expect_tx(&xfer[0], T::kOutBytes);
@@ -646,7 +647,10 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
           tma_store_commit();
         }
       }
-      if (push_split && tid == 0) {  // the peer may send the next partial once the store has read it
+      // The peer may send the next partial once the store has read the buffer. The arrive has the
+      // default .release.cta semantics: the shared-memory reads it must order before the peer's
+      // next writes have completed (their values were used before the named barrier above).
+      if (push_split && tid == 0) {
         tma_store_wait_read();
         mbar_arrive_remote(cluster_smem_addr(&xfer[1], peer));
       }
