@@ -25,7 +25,7 @@ tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
 for tool in harness wgmma_probe launch_probe; do
   sources=(kernels/gemm/benchmarks/sm90_harness/$tool.cu)
-  [ "$tool" = harness ] && sources+=(kernels/gemm/gemm_sm90/sm90_gemm.cu)
+  [ "$tool" = harness ] && sources+=(kernels/gemm/gemm_sm90/*.cu)
   echo "nvcc kernels/gemm/benchmarks/sm90_harness/$tool.cu"
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm -o "$tools/$tool" "${sources[@]}"
 done

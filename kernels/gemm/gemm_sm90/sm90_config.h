@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "gemm_sm90/sm90_gemm.h"
-#include "gemm_sm90/sm90_kernel.cuh"
+#include "gemm_sm90/sm90_tiles.h"
 
 #pragma GCC visibility push(hidden)  // internal to the extension
 

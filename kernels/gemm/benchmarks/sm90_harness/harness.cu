@@ -19,9 +19,9 @@
 //
 // Build (from the repository root; nvcc 13, no GPU needed to build):
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm -o harness \
-//     kernels/gemm/benchmarks/sm90_harness/harness.cu kernels/gemm/gemm_sm90/sm90_gemm.cu
+//     kernels/gemm/benchmarks/sm90_harness/harness.cu kernels/gemm/gemm_sm90/*.cu
 // A variant of the kernel: copy gemm_sm90/ to DIR/gemm_sm90, edit it, and build with
-// `-I DIR -I kernels/gemm ... DIR/gemm_sm90/sm90_gemm.cu`. variants.sh builds that for git
+// `-I DIR -I kernels/gemm ... DIR/gemm_sm90/*.cu`. variants.sh builds that for git
 // branches here and checks and times the builds against each other in one device call.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -35,7 +35,11 @@
 
 #include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_gemm.h"
+#if __has_include("gemm_sm90/sm90_copy.cuh")
+#include "gemm_sm90/sm90_copy.cuh"
+#else  // variants.sh builds of commits from before the copy kernel had a header of its own
 #include "gemm_sm90/sm90_kernel.cuh"
+#endif
 #include "cold_timing.h"
 
 using fp8gemm::GemmArgs;
@@ -60,6 +64,9 @@ const int64_t kExtra[][3] = {
     {96, 4608, 7168}, {128, 7168, 2304}, {128, 512, 7168}, {512, 4096, 512}, {512, 1536, 7168},
     // odd shapes
     {1, 1, 1}, {1, 130, 129}, {129, 257, 300}, {3, 8, 16}, {200, 72, 4000}, {1000, 1100, 1500},
+    // rows an odd multiple of 16 bytes apart (K, and M in the challenge layout) on shapes where
+    // they are copied to a 128-byte pitch, with 16-byte loads (M >= 1.5 N: instead of kAMn)
+    {1040, 1104, 1520}, {2064, 1104, 528},
 };
 
 // ---- device helpers -------------------------------------------------------------------
@@ -261,7 +268,10 @@ bool check(int64_t M, int64_t N, int64_t K, Layout layout, const TileConfig* cfg
     if (std::fabs(d) > 1e-2 * stdv + 2e-2 * std::fabs(r[i])) ++bad;
   }
   const double rel = sum2 > 0 ? std::sqrt(err2 / sum2) : std::sqrt(err2);
-  ok = ok && nonfinite == 0 && bad == 0 && rel <= 2.5e-3;
+  // As tests/reference.py: in an output of a few elements, rounding one exact value to bf16
+  // alone costs up to 2^-8 of it, so outputs under 1024 elements get that added to the bound.
+  const double rel_limit = 2.5e-3 + (M * N < 1024 ? 1.0 / 256 : 0.0);
+  ok = ok && nonfinite == 0 && bad == 0 && rel <= rel_limit;
   const char* lname = layout == Layout::KMajor          ? "kmaj"
                       : layout == Layout::KMajorScaleMN ? "kmaj-samn"
                       : layout == Layout::ColMajor      ? "colmaj"
@@ -300,6 +310,7 @@ int run_check() {
     fails += !check(130, 300, 128, Layout::KMajor, &c, ++seed);  // one K block: a split's first CTA has none
     fails += !check(129, 257, 300, Layout::OutColMajor, &c, ++seed);
     fails += !check(333, 200, 700, Layout::KMajor, &c, ++seed);
+    fails += !check(336, 200, 720, Layout::KMajor, &c, ++seed);  // 720-byte rows, read as they are
     fails += !check(336, 200, 700, Layout::KMajorScaleMN, &c, ++seed);
     // M-contiguous A read by TMA and transposed by the consumers (M >= 1.5 N, K rows 16-byte
     // aligned; partial row groups and K blocks; M = 208: whole 64-row boxes beyond M), or
