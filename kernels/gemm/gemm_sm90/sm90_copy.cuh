@@ -55,10 +55,11 @@ __device__ __forceinline__ void transpose4x4(const uint32_t (&in)[4], uint32_t (
 // holds KT bytes; its 16-byte chunks are XORed with (row / 16) % 8, so the word stores of a
 // warp hit 32 different banks and each 16-byte chunk stays whole (one LDS.128, conflict-free
 // per quarter warp). Lets the dependent GEMM launch early (programmatic dependent launch:
-// the GEMM waits with griddepcontrol.wait before touching global memory). 8 CTAs per SM, as
-// many as its threads allow: the loads of all of them wait for memory together.
+// the GEMM waits with griddepcontrol.wait before touching global memory). As many CTAs per SM
+// as the threads allow (8 of 128x128 tiles): the loads of all of them wait for memory together.
 template <int R, int KT>
-__global__ void __launch_bounds__(kCopyThreads, 8) to_k_major_kernel(const __grid_constant__ CopyJobs jobs, int K) {
+__global__ void __launch_bounds__(kCopyThreads, 128 * 1024 / (R * KT))
+    to_k_major_kernel(const __grid_constant__ CopyJobs jobs, int K) {
   static_assert(R % 128 == 0 && KT % 128 == 0 && (R * KT / 64) % kCopyThreads == 0, "copy tile");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   __shared__ __align__(16) uint32_t tile[R * KT / 4];

@@ -67,6 +67,8 @@ const int64_t kExtra[][3] = {
     // rows an odd multiple of 16 bytes apart (K, and M in the challenge layout) on shapes where
     // they are copied to a 128-byte pitch, with 16-byte loads (M >= 1.5 N: instead of kAMn)
     {1040, 1104, 1520}, {2064, 1104, 528},
+    // odd K: rows at every byte alignment
+    {777, 2222, 3333},
 };
 
 // ---- device helpers -------------------------------------------------------------------
