@@ -23,7 +23,7 @@ struct CopyJobs {
 };
 constexpr int kCopyRows = 128, kCopyK = 128, kCopyThreads = 256;
 
-// The first n (< 16) of 16 bytes at src, zero after them: byte loads, issued together.
+// The first n (<= 16) of 16 bytes at src, zero after them: byte loads, issued together.
 __device__ __forceinline__ uint4 load_bytes(const uint8_t* src, int n) {
   uint32_t w[4];
 #pragma unroll
