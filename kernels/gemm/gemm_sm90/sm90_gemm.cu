@@ -144,14 +144,11 @@ bool valid_config(const TileConfig& c) {
 
 // Whether TMA reads an operand as it lies: K-major (or, for A, M-contiguous), at a pitch that
 // reads fast or that would not pay to copy.
-bool a_as_is(const GemmArgs& g) {
-  return tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
-         (g.M == 1 || !slow_pitch(g.a_stride_m) || !repitch_pays(g));
+bool k_major_as_is(const GemmArgs& g, const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows) {
+  return tma_ready(ptr, s_row, s_k, rows, g.K) && (rows == 1 || !slow_pitch(s_row) || !repitch_pays(g));
 }
-bool b_as_is(const GemmArgs& g) {
-  return tma_ready(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K) &&
-         (g.N == 1 || !slow_pitch(g.b_stride_n) || !repitch_pays(g));
-}
+bool a_as_is(const GemmArgs& g) { return k_major_as_is(g, g.a, g.a_stride_m, g.a_stride_k, g.M); }
+bool b_as_is(const GemmArgs& g) { return k_major_as_is(g, g.b, g.b_stride_n, g.b_stride_k, g.N); }
 bool a_mn_as_is(const GemmArgs& g) {
   return mn_tma_ready(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
          (g.K == 1 || !slow_pitch(g.a_stride_k) || !repitch_pays(g));
