@@ -3,7 +3,8 @@
 Protocol (shared/reference/fp8-gemm-h100-peers.md): >= 5 warm-up calls, then N calls each
 after zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the
 whole suite runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem
-being the UTC date and the device (the kernel card shows the newest .md of results/).
+being the UTC date and the device, with -2, -3, ... added where a run of the same minute
+already wrote there (the kernel card shows the last .md of results/ by name).
 
     LOCAL_KERNELS=kernels-community/gemm=kernels/gemm \
         python kernels/gemm/benchmarks/compare.py --out kernels/gemm/benchmarks/results
@@ -204,6 +205,15 @@ def result_stem(info) -> str:
     return f"{date}-{device}"
 
 
+def unused_stem(out: Path, name: str) -> Path:
+    """out/name, or out/name-2, -3, ... when a run of the same minute already wrote its files."""
+    stem, n = out / name, 1
+    while any(stem.with_suffix(suffix).exists() for suffix in (".json", ".md", ".png")):
+        n += 1
+        stem = out / f"{name}-{n}"
+    return stem
+
+
 def markdown(results) -> str:
     info, rows, summary = results["machine"], results["rows"], results["summary"]
     lines = [
@@ -301,7 +311,7 @@ def main() -> int:
         "summary": summarize(rows),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / result_stem(results["machine"])
+    stem = unused_stem(args.out, result_stem(results["machine"]))
     stem.with_suffix(".json").write_text(json.dumps(results, indent=1))
     table = markdown(results)
     stem.with_suffix(".md").write_text(table)

@@ -15,25 +15,40 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 pytestmark = pytest.mark.kernels_ci
 
 
-def test_compare_quick_on_cpu(tmp_path):
-    command = [
-        sys.executable,
-        str(BENCHMARKS / "compare.py"),
-        "--device",
-        "cpu",
-        "--quick",
-        "--out",
-        str(tmp_path),
-    ]
+def run_compare_quick_on_cpu(out: Path):
+    command = [sys.executable, str(BENCHMARKS / "compare.py"), "--device", "cpu", "--quick", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, env=os.environ, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    (result_json,) = tmp_path.glob("*.json")
-    results = json.loads(result_json.read_text())
-    assert results["machine"]["date_utc"] and results["machine"]["device"]
-    for row in results["rows"]:
-        assert row["check"]["ours"] == "pass" and row["check"]["ours_challenge_layout"] == "pass"
-        assert all(t > 0 for t in row["us"]["ours"])
-    assert "| ours |" in result_json.with_suffix(".md").read_text()
+
+
+def test_compare_quick_on_cpu_twice_into_one_folder(tmp_path):
+    run_compare_quick_on_cpu(tmp_path)
+    run_compare_quick_on_cpu(tmp_path)  # most likely in the same minute: the same date in the name
+    result_jsons = sorted(tmp_path.glob("*.json"))
+    assert len(result_jsons) == 2, "the second run overwrote the first one's results"
+    for result_json in result_jsons:
+        results = json.loads(result_json.read_text())
+        assert results["machine"]["date_utc"] and results["machine"]["device"]
+        for row in results["rows"]:
+            assert row["check"]["ours"] == "pass" and row["check"]["ours_challenge_layout"] == "pass"
+            assert all(t > 0 for t in row["us"]["ours"])
+        assert "| ours |" in result_json.with_suffix(".md").read_text()
+
+
+def test_compare_keeps_the_results_of_an_earlier_run_in_the_same_minute(tmp_path):
+    name = "2026-11-24T0926-test-device"
+    earlier = {suffix: f"earlier {suffix}" for suffix in (".json", ".md")}
+    for suffix, text in earlier.items():
+        (tmp_path / name).with_suffix(suffix).write_text(text)
+    spec = importlib.util.spec_from_file_location("compare", BENCHMARKS / "compare.py")
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    assert compare.unused_stem(tmp_path, name) == tmp_path / f"{name}-2"
+    (tmp_path / f"{name}-2.png").write_text("")
+    assert compare.unused_stem(tmp_path, name) == tmp_path / f"{name}-3"
+    assert compare.unused_stem(tmp_path, "2026-11-24T0927-test-device") == tmp_path / "2026-11-24T0927-test-device"
+    for suffix, text in earlier.items():
+        assert (tmp_path / name).with_suffix(suffix).read_text() == text
 
 
 def test_kernels_benchmark_small_workload(kernel, device):
