@@ -103,7 +103,44 @@ def test_mixed_devices_rejected(kernel, args, device):
         call(kernel, *args)
 
 
-def test_gemm_nt_rejects_non_2d(kernel, args):
-    a, b, a_scale, b_scale, _ = args
-    with pytest.raises(ValueError, match=r"gemm_nt: b must be 2-D"):
-        kernel.gemm_nt(a, b.reshape(-1), a_scale.t(), b_scale.t())
+def nt_args(args):
+    """The same problem in gemm_nt's layout: b (N, K), a_scale (M, kb), b_scale (nb, kb)."""
+    a, b, a_scale, b_scale, out = args
+    return [a, b.t(), a_scale.t(), b_scale.t(), out]
+
+
+def test_gemm_nt_valid_args_match_gemm(kernel, args):
+    expected = kernel.gemm(*args[:4])
+    result = kernel.gemm_nt(*nt_args(args)[:4])
+    assert result.shape == (M, N)
+    assert torch.equal(result, expected)
+
+
+@pytest.mark.parametrize(
+    "index, replace, message",
+    [
+        (0, lambda t: t.reshape(-1), r"gemm_nt: a must be 2-D \(M, K\)"),
+        (1, lambda t: t.reshape(-1), r"gemm_nt: b must be 2-D \(N, K\)"),
+        (1, lambda t: t[:, :-1], r"gemm_nt: b must be \(N, K\) = \(N, 200\)"),
+        (1, lambda t: t.t(), r"gemm_nt: b must be \(N, K\) = \(N, 200\)"),
+        (2, lambda t: t.t(), r"gemm_nt: a_scale must be \(M, ceil\(K/128\)\) = \(8, 2\)"),
+        (3, lambda t: t[:1], r"gemm_nt: b_scale must be \(ceil\(N/128\), ceil\(K/128\)\) = \(2, 2\)"),
+        (4, lambda t: t[:, :-1], r"gemm_nt: out must be \(M, N\) = \(8, 130\)"),
+        (4, lambda t: t.half(), r"gemm_nt: out must be bfloat16"),
+    ],
+    ids=[
+        "a_1d",
+        "b_1d",
+        "b_columns",
+        "b_in_gemm_layout",
+        "a_scale_in_gemm_layout",
+        "b_scale_shape",
+        "out_shape",
+        "out_dtype",
+    ],
+)
+def test_gemm_nt_rejected(kernel, args, index, replace, message):
+    nt = nt_args(args)
+    nt[index] = replace(nt[index])
+    with pytest.raises(RuntimeError, match=message):
+        kernel.gemm_nt(*nt)

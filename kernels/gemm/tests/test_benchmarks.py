@@ -51,6 +51,21 @@ def test_compare_keeps_the_results_of_an_earlier_run_in_the_same_minute(tmp_path
         assert (tmp_path / name).with_suffix(suffix).read_text() == text
 
 
+def test_host_overhead_on_cpu():
+    command = [sys.executable, str(BENCHMARKS / "host_overhead.py"), "--device", "cpu"]
+    done = subprocess.run(command, capture_output=True, text=True, env=os.environ, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split(",")[0]: line.split(",")[1:] for line in done.stdout.splitlines() if not line.startswith("#")}
+    assert set(rows) == {"gemm_nt", "gemm (transposed views made per call)", "tensor.zero_ (one small torch op)"}
+    assert all(float(host_us) > 0 for host_us, _ in rows.values())
+
+
+def test_host_overhead_rejects_a_bad_shape():
+    command = [sys.executable, str(BENCHMARKS / "host_overhead.py"), "--device", "cpu", "1024", "4096"]
+    done = subprocess.run(command, capture_output=True, text=True, env=os.environ, timeout=120)
+    assert done.returncode == 2 and "expected three positive integers M N K" in done.stderr
+
+
 def test_kernels_benchmark_small_workload(kernel, device):
     spec = importlib.util.spec_from_file_location("benchmark_gemm", BENCHMARKS / "benchmark_gemm.py")
     module = importlib.util.module_from_spec(spec)

@@ -70,13 +70,18 @@ def gemm_nt(
         out: optional ``(M, N)`` bfloat16 result tensor.
 
     Returns:
-        ``out``: the same op as :func:`gemm` on transposed views
+        ``out``: the same product as :func:`gemm` on transposed views
         (``gemm(a, b.T, a_scale.T, b_scale.T, out)``); nothing is copied.
+
+    Raises:
+        RuntimeError: as :func:`gemm`, with the shapes of this layout.
     """
-    for name, t in (("a", a), ("b", b), ("a_scale", a_scale), ("b_scale", b_scale)):
-        if t.dim() != 2:
-            raise ValueError(f"gemm_nt: {name} must be 2-D, got shape {tuple(t.shape)}")
-    return gemm(a, b.t(), a_scale.t(), b_scale.t(), out)
+    if out is None:
+        rows = a.shape[0] if a.dim() == 2 else 0
+        cols = b.shape[0] if b.dim() == 2 else 0
+        out = torch.empty((rows, cols), dtype=torch.bfloat16, device=a.device)
+    ops.gemm_nt(out, a, b, a_scale, b_scale)
+    return out
 
 
 def _fp8_max(dtype: torch.dtype) -> float:
