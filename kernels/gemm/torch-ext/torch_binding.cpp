@@ -111,7 +111,7 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
 
 GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
                   const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
-  // Dimension d of gemm's layout is dimension nt_dim(d) of gemm_nt's.
+  // The dimension of the given tensor that holds dimension d of gemm's layout.
   auto nt_dim = [&](int d) { return l.nt ? 1 - d : d; };
   GemmArgs args;
   args.M = a.size(0);

@@ -45,10 +45,7 @@ def gemm(
         RuntimeError: naming the argument and what was expected, for a wrong dtype,
             device, shape, scale shape or an ``out`` that overlaps an input.
     """
-    if out is None:
-        rows = a.shape[0] if a.dim() == 2 else 0
-        cols = b.shape[1] if b.dim() == 2 else 0
-        out = torch.empty((rows, cols), dtype=torch.bfloat16, device=a.device)
+    out = _output(out, a, b, n_dim=1)
     ops.gemm(out, a, b, a_scale, b_scale)
     return out
 
@@ -76,12 +73,19 @@ def gemm_nt(
     Raises:
         RuntimeError: as :func:`gemm`, with the shapes of this layout.
     """
-    if out is None:
-        rows = a.shape[0] if a.dim() == 2 else 0
-        cols = b.shape[0] if b.dim() == 2 else 0
-        out = torch.empty((rows, cols), dtype=torch.bfloat16, device=a.device)
+    out = _output(out, a, b, n_dim=0)
     ops.gemm_nt(out, a, b, a_scale, b_scale)
     return out
+
+
+def _output(out: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor, n_dim: int) -> torch.Tensor:
+    """``out``, or a new bfloat16 (M, N) tensor with N = ``b.shape[n_dim]`` (empty where a or b is
+    not 2-D: the op then raises the error that names it)."""
+    if out is not None:
+        return out
+    rows = a.shape[0] if a.dim() == 2 else 0
+    cols = b.shape[n_dim] if b.dim() == 2 else 0
+    return torch.empty((rows, cols), dtype=torch.bfloat16, device=a.device)
 
 
 def _fp8_max(dtype: torch.dtype) -> float:
