@@ -13,19 +13,22 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from packaging.version import Version
 
-from kbuild import __version__, abi, gitrepo
+from kbuild import __version__, abi, gitrepo, paths
 from kbuild.errors import KbuildError
-from kbuild.generate import Project, ops_name, render_ops, write_if_changed, write_project
+from kbuild.generate import Project, ops_name, render_ops, write_project
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.variants import NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
 Log = Callable[[str], None]
 SKIPPED_PARTS = {"__pycache__"}
+NOT_SOURCES = {"build", ".kbuild", "tests", "benchmarks", ".git"}  # top-level folders a build does not read
 
 
 def _stderr(message: str) -> None:
@@ -108,16 +111,17 @@ def build_kernel(
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     target = resolve_variant(manifest, variant)
-    project = project_for(manifest, target)
-    started = time.monotonic()
-    log(f"kbuild: {manifest.name} -> {target.name} ({project.ops_name})")
-    library = None
-    if target.kind != NOARCH:
-        torch = find_torch()
-        check_torch_bounds(manifest, torch)
-        write_project(project, torch)
-        library = _compile(project, jobs=jobs, log=log)
-    staged = stage(project, library)
+    with build_lock(kernel_dir, log):
+        project = project_for(manifest, target)
+        started = time.monotonic()
+        log(f"kbuild: {manifest.name} -> {target.name} ({project.ops_name})")
+        library = None
+        if target.kind != NOARCH:
+            torch = find_torch()
+            check_torch_bounds(manifest, torch)
+            write_project(project, torch)
+            library = _compile(project, jobs=jobs, log=log)
+        staged = stage(project, library)
     log(f"kbuild: staged {staged.relative_to(kernel_dir.parent)} in {time.monotonic() - started:.1f} s")
     return staged
 
@@ -137,9 +141,25 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
         raise KbuildError(
             f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path
         )
-    project = project_for(manifest, target)
-    write_project(project, find_torch())
+    with build_lock(kernel_dir, _stderr):
+        project = project_for(manifest, target)
+        write_project(project, find_torch())
     return project.build_dir
+
+
+@contextmanager
+def build_lock(kernel_dir: Path, log: Log) -> Iterator[None]:
+    """Hold the kernel's build lock (`.kbuild/build.lock`); a second build waits, saying so."""
+    lock = FileLock(paths.real_dir(kernel_dir, ".kbuild") / "build.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log(f"kbuild: waiting for another build of {kernel_dir} to finish (lock {lock.lock_file})")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _require_tool(name: str, fix: str) -> str:
@@ -210,35 +230,33 @@ def _package_files(manifest: Manifest) -> dict[str, Path]:
     files = {}
     for path in sorted(package_dir.rglob("*")):
         rel = path.relative_to(package_dir)
-        if path.is_file() and path.suffix in suffixes and not SKIPPED_PARTS.intersection(rel.parts):
-            files[rel.as_posix()] = path
+        if path.suffix in suffixes and not SKIPPED_PARTS.intersection(rel.parts):
+            resolved = paths.inside(manifest.kernel_dir, path.relative_to(manifest.kernel_dir), what="package file")
+            if resolved.is_file():
+                files[rel.as_posix()] = resolved
     return files
 
 
 def stage(project: Project, library: Path | None) -> Path:
     """Make `build/<variant>/` hold exactly the package, `_ops.py`, the library and metadata.json."""
     manifest = project.manifest
-    out = manifest.kernel_dir / "build" / project.variant.name
-    out.mkdir(parents=True, exist_ok=True)
+    out = paths.real_dir(manifest.kernel_dir, f"build/{project.variant.name}")
     contents: dict[str, bytes] = {rel: path.read_bytes() for rel, path in _package_files(manifest).items()}
     contents["_ops.py"] = render_ops(project.ops_name, compiled=library is not None).encode()
     if library is not None:
         contents[library.name] = library.read_bytes()
     for rel, data in contents.items():
-        target = out / rel
-        if not (target.is_file() and target.read_bytes() == data):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        paths.write_file(out, rel, data)
     contents_metadata = json.dumps(metadata(project, contents), indent=2, sort_keys=True) + "\n"
-    write_if_changed(out / "metadata.json", contents_metadata)
+    paths.write_file(out, "metadata.json", contents_metadata.encode())
     keep = set(contents) | {"metadata.json"}
     for path in sorted(out.rglob("*"), reverse=True):
         rel = path.relative_to(out).as_posix()
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():
             if path.name in SKIPPED_PARTS or not any(path.iterdir()):
-                shutil.rmtree(path)
+                paths.remove(path)
         elif rel not in keep:
-            path.unlink()
+            paths.remove(path)
     return out
 
 
@@ -280,8 +298,26 @@ def _noarch_archs(manifest: Manifest, backend: str) -> list[str]:
 
 
 def _provenance(kernel_dir: Path) -> dict:
-    provenance: dict = {"kernel-builder": {"version": __version__}}
+    provenance: dict = {"kernel-builder": {"version": __version__}, "sources": source_digest(kernel_dir)}
     head = gitrepo.head_commit(kernel_dir)
     if head is not None:
         provenance["kernel"] = {"commit": head[0], "dirty": head[1]}
     return provenance
+
+
+def source_digest(kernel_dir: Path) -> str:
+    """`sha256:<hex>` over the kernel's build inputs: every file (a symlink by its target
+    text) except the outputs, tests/, benchmarks/ and top-level Markdown. Recorded in
+    metadata.json's provenance; publish compares it with the sources now."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(kernel_dir).rglob("*")):
+        rel = path.relative_to(kernel_dir)
+        if rel.parts[0] in NOT_SOURCES or SKIPPED_PARTS.intersection(rel.parts) or path.suffix == ".pyc":
+            continue
+        if len(rel.parts) == 1 and path.suffix == ".md":
+            continue
+        if path.is_symlink():
+            digest.update(b"L" + rel.as_posix().encode() + b"\0" + os.readlink(path).encode() + b"\0")
+        elif path.is_file():
+            digest.update(b"F" + rel.as_posix().encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return "sha256:" + digest.hexdigest()

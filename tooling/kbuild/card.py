@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from kbuild import paths
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, load_manifest
 
@@ -83,12 +85,15 @@ def render_card(kernel_dir: Path, *, link_base: Path | None = None) -> str:
 
 
 def render_template(text: str, path: Path, context: dict) -> str:
-    env = jinja2.Environment(
+    """Render in Jinja's immutable sandbox: a card (a contributor's file) sees only `context`,
+    may not reach Python internals (`__globals__`, `os`, ...) nor change what it is given."""
+    env = ImmutableSandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.globals.clear()  # no `lipsum`, `cycler`, `joiner`, `namespace`, `range`, `dict`
     env.filters["hub_license"] = hub_license
     env.filters["docstring"] = docstring_markdown
     try:
@@ -99,6 +104,12 @@ def render_template(text: str, path: Path, context: dict) -> str:
             file=str(path),
             where=err.lineno,
             fix="fix the Jinja syntax",
+        ) from None
+    except SecurityError as err:
+        raise KbuildError(
+            f"the card template tried an unsafe operation: {err}",
+            file=str(path),
+            fix="a card may only show its data: " + ", ".join(sorted(context)),
         ) from None
     except jinja2.UndefinedError as err:
         raise KbuildError(
@@ -319,9 +330,12 @@ def latest_benchmark(kernel_dir: Path, link_base: Path | None = None) -> Benchma
     if not results:
         return None
     latest = results[-1]
+    kernel_dir = Path(kernel_dir)
+    text = paths.inside(kernel_dir, latest.relative_to(kernel_dir), what="benchmark result").read_text(encoding="utf-8")
     png = latest.with_suffix(".png")
     plot = None
-    if png.is_file():
+    if png.is_file() or png.is_symlink():
+        png = paths.inside(kernel_dir, png.relative_to(kernel_dir), what="benchmark plot")
         base = Path(link_base) if link_base is not None else kernel_dir
-        plot = Path(os.path.relpath(png.resolve(), base.resolve())).as_posix()
-    return Benchmark(latest.read_text(encoding="utf-8").strip(), plot, latest.name)
+        plot = Path(os.path.relpath(png, base.resolve())).as_posix()
+    return Benchmark(text.strip(), plot, latest.name)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild.errors import KbuildError
+from kbuild.hubid import repo_id_problem
 from kbuild.manifest import load_manifest
 
 REGISTERING_DECORATORS = {
@@ -46,6 +47,11 @@ def check_kernel(kernel_dir: Path | str) -> list[Finding]:
         return [Finding(Path(exc.file or kernel_dir / "build.toml"), int(line) if line else None, exc.message)]
     package_dir = kernel_dir / "torch-ext" / manifest.python_name
     findings = check_layout(kernel_dir, manifest.python_name)
+    problem = repo_id_problem(manifest.repo_id)
+    if problem is not None:
+        findings.append(
+            Finding(manifest.path, None, f"[general.hub] repo-id `{manifest.repo_id}` is not a Hub repository id: {problem}")
+        )
     if package_dir.is_dir():
         for path in sorted(package_dir.rglob("*.py")):
             findings += check_op_registration(path)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kbuild import __version__
 from kbuild.errors import KbuildError
+from kbuild.redact import scrub
 
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except KbuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

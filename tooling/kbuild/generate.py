@@ -14,6 +14,7 @@ from pathlib import Path
 
 import jinja2
 
+from kbuild import paths
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec, Manifest
 from kbuild.variants import STABLE_ABI, TorchInstall, Variant
@@ -116,6 +117,7 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
     backend = project.variant.backend
     sources = []
     for rel in kernel.src:
+        paths.inside(kernel_dir, rel, file=project.manifest.path, what=f"[kernel.{kernel.name}] src")
         path = kernel_dir / rel
         if path.suffix not in COMPILED_SUFFIXES:
             continue  # headers: listed for dependency tracking by the compiler's depfiles
@@ -123,9 +125,12 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
             from kbuild import rocm
 
             hipified = project.generated_dir / "hipified" / Path(rel).with_suffix(".hip")
+            paths.real_dir(kernel_dir, hipified.parent.relative_to(kernel_dir))
             rocm.hipify(path, hipified)
             path = hipified
         sources.append(path.as_posix())
+    for folder in kernel.include:
+        paths.inside(kernel_dir, folder, file=project.manifest.path, what=f"[kernel.{kernel.name}] include")
     include_dirs = [kernel_dir.as_posix(), *((kernel_dir / d).as_posix() for d in kernel.include)]
     include_dirs += [d.as_posix() for d in cutlass_include_dirs(kernel)]
     device_flags: list[str] = []
@@ -160,6 +165,8 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
         raise KbuildError("only [torch] kernels are compiled", file=manifest.path)
     kernels = [_kernel_target(project, k) for k in manifest.kernels_for(backend)]
     kernel_dir = manifest.kernel_dir
+    for rel in [*manifest.torch.src, *manifest.torch.include]:
+        paths.inside(kernel_dir, rel, file=manifest.path, what="[torch] src/include")
     binding_sources = [(kernel_dir / s).as_posix() for s in manifest.torch.src if Path(s).suffix in COMPILED_SUFFIXES]
     languages = ["CXX"] + ([DEVICE_LANGUAGES[backend]] if backend in ("cuda", "rocm", "metal") else [])
     cmake = TEMPLATES.get_template("CMakeLists.txt.j2").render(
@@ -196,20 +203,13 @@ def render_ops(ops_name: str, *, compiled: bool) -> str:
     return TEMPLATES.get_template("_ops.py.j2").render(ops_name=ops_name, compiled=compiled)
 
 
-def write_if_changed(path: Path, content: str) -> bool:
-    """Write `content` unless the file already holds it; return whether it was written."""
-    if path.is_file() and path.read_text(encoding="utf-8") == content:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
-    return True
-
-
 def write_project(project: Project, torch: TorchInstall) -> list[Path]:
-    """Write the generated files into the build tree; return those that changed."""
+    """Write the generated files into the build tree (real folders only: a symlink on the
+    way is replaced, never followed); return those that changed."""
+    kernel_dir = project.manifest.kernel_dir
+    build_dir = paths.real_dir(kernel_dir, project.build_dir.relative_to(kernel_dir))
     changed = []
     for rel, content in render_project(project, torch).items():
-        path = project.build_dir / rel
-        if write_if_changed(path, content):
-            changed.append(path)
+        if paths.write_file(build_dir, rel, content.encode()):
+            changed.append(build_dir / rel)
     return changed

@@ -12,6 +12,7 @@ from pathlib import Path
 from kbuild.build import build_kernel
 from kbuild.errors import KbuildError
 from kbuild.manifest import load_manifest
+from kbuild.redact import scrub
 from kbuild.testing import loader_environment, run_tests
 
 LOAD_PROBE = (
@@ -74,7 +75,7 @@ def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
         if hub is not None and result.ok:
             result.published = publish_locally(kernel_dir, result.variant, hub)
     except KbuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         result.build = "failed" if result.build != "ok" else result.build
     result.seconds = time.monotonic() - started
     return result

@@ -13,25 +13,30 @@ head.
 
 from __future__ import annotations
 
+import json
 import random
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbuild import gitrepo
+from filelock import FileLock, Timeout
+
+from kbuild import gitrepo, paths
 from kbuild.abi import check_abi
 from kbuild.card import latest_benchmark, render_card
 from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest
+from kbuild.hubid import check_repo_id
+from kbuild.manifest import Manifest, load_manifest
+from kbuild.redact import scrub
 
 REPO_TYPE = "kernel"
 CONFLICT_STATUSES = (409, 412)
 COMMIT_ATTEMPTS = 6
 LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.png")
 AUTHOR = ["-c", "user.name=kbuild", "-c", "user.email=kbuild@localhost"]
+SIGNATURE = "metadata.json.sigstore"  # the sigstore bundle of metadata.json that `kernels` verifies
 
 
 @dataclass(frozen=True)
@@ -72,10 +77,15 @@ def prepare_release(
     Each variant is ABI-checked; publishing requires `release.require_portable()` to pass."""
     kernel_dir = Path(kernel_dir)
     manifest = load_manifest(kernel_dir)
-    repo_id = repo_id or manifest.repo_id
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise KbuildError(f"`{repo_id}` is not a repository id", fix="write it as ORG/NAME")
-    built = {d.name: d for d in sorted((kernel_dir / "build").glob("*/")) if (d / "metadata.json").is_file()}
+    if repo_id:
+        check_repo_id(repo_id, source="--repo-id")
+    else:
+        repo_id = check_repo_id(manifest.repo_id, source="[general.hub] repo-id", file=manifest.path)
+    built = {
+        d.name: paths.inside(kernel_dir, f"build/{d.name}", what="built variant")
+        for d in sorted((kernel_dir / "build").glob("*/"))
+        if (d / "metadata.json").is_file()
+    }
     units: list[Unit] = []
     findings: list[str] = []
     if not card_only:
@@ -93,8 +103,9 @@ def prepare_release(
                     file=str(kernel_dir / "build"),
                     fix=f"build it, or choose one of: {', '.join(built) or 'none'}",
                 )
+            _require_fresh(manifest, built[name])
             findings += [str(f) for f in check_abi(built[name])]
-            units.append(Unit(f"build/{name}", _variant_files(built[name], f"build/{name}"), f"Upload {name}"))
+            units.append(Unit(f"build/{name}", _variant_files(kernel_dir, name), f"Upload {name}"))
     if variants is None:
         benchmarks = {f"benchmarks/{p.name}": p for p in sorted((kernel_dir / "benchmarks").glob("benchmark*.py"))}
         units.append(Unit("benchmarks", benchmarks, "Upload benchmarks"))
@@ -112,12 +123,36 @@ def prepare_release(
     return Release(repo_id, manifest.upload_branch, units, [], findings)
 
 
-def _variant_files(variant_dir: Path, prefix: str) -> dict[str, Path | bytes]:
-    files = {}
+def _require_fresh(manifest: Manifest, variant_dir: Path) -> None:
+    """Refuse a variant built from other sources than the kernel's current ones."""
+    from kbuild.build import source_digest
+
+    metadata_file = variant_dir / "metadata.json"
+    try:
+        recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("provenance", {}).get("sources")
+    except (ValueError, AttributeError):
+        recorded = None
+    current = source_digest(manifest.kernel_dir)
+    if recorded != current:
+        why = "records no source digest" if recorded is None else "was built from other sources than the current ones"
+        raise KbuildError(
+            f"the build of {variant_dir.name} is stale: its metadata.json {why}",
+            file=str(metadata_file),
+            fix=f"rebuild it: `kbuild build {manifest.kernel_dir}`",
+        )
+
+
+def _variant_files(kernel_dir: Path, variant: str) -> dict[str, Path | bytes]:
+    """The files of `build/<variant>/` (its sigstore bundle included), each inside the kernel."""
+    variant_dir = kernel_dir / "build" / variant
+    files: dict[str, Path | bytes] = {}
     for path in sorted(variant_dir.rglob("*")):
         rel = path.relative_to(variant_dir)
-        if path.is_file() and "__pycache__" not in rel.parts and path.suffix != ".pyc":
-            files[f"{prefix}/{rel.as_posix()}"] = path
+        if "__pycache__" in rel.parts or path.suffix == ".pyc":
+            continue
+        resolved = paths.inside(kernel_dir, path.relative_to(kernel_dir), what="variant file")
+        if resolved.is_file():
+            files[f"build/{variant}/{rel.as_posix()}"] = resolved
     return files
 
 
@@ -167,7 +202,7 @@ def publish_to_hub(release: Release, api=None, *, log: Callable[[str], None] = p
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "?"
         raise KbuildError(
-            f"the Hub refused a request for {release.repo_id} (HTTP {status}): {err.server_message or err}",
+            scrub(f"the Hub refused a request for {release.repo_id} (HTTP {status}): {err.server_message or err}"),
             fix="check the repository id and that the token (HF_TOKEN or `hf auth login`) "
             "may write to the organization",
         ) from None
@@ -243,7 +278,25 @@ def publish_to_folder(
     toolchain, to be loaded on it)."""
     if not allow_nonportable:
         release.require_portable()
-    repo = Path(folder) / release.repo_id
+    check_repo_id(release.repo_id, source="repository id")
+    owner, name = release.repo_id.split("/")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    repo = paths.inside(folder, release.repo_id, what="hub repository")
+    lock = FileLock(paths.real_dir(folder, ".locks") / f"{owner}--{name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log(f"waiting for another publish into {repo} (lock {lock.lock_file})")
+        lock.acquire()
+    try:
+        _publish_locked(release, repo, log)
+    finally:
+        lock.release()
+    return repo
+
+
+def _publish_locked(release: Release, repo: Path, log: Callable[[str], None]) -> None:
     if not (repo / ".git").exists():
         _init_hub_repo(repo)
     if gitrepo.git(["symbolic-ref", "--short", "HEAD"], repo).strip() != "main":
@@ -254,16 +307,17 @@ def publish_to_folder(
         )
     if not gitrepo.git(["rev-parse", "--verify", "--quiet", f"refs/heads/{release.branch}"], repo, check=False).strip():
         gitrepo.git(["branch", release.branch, "main"], repo)
-    worktree = Path(tempfile.mkdtemp(prefix="kbuild-hub-"))
-    gitrepo.git(["worktree", "add", "--quiet", str(worktree), release.branch], repo)
-    try:
-        for unit in release.branch_units:
-            log(f"{release.branch}: {unit.message}: {_commit_local(worktree, unit) or 'unchanged'}")
-    finally:
-        gitrepo.git(["worktree", "remove", "--force", str(worktree)], repo)
+    with tempfile.TemporaryDirectory(prefix="kbuild-hub-") as tmp:
+        worktree = Path(tmp) / "checkout"
+        gitrepo.git(["worktree", "add", "--quiet", str(worktree), release.branch], repo)
+        try:
+            for unit in release.branch_units:
+                log(f"{release.branch}: {unit.message}: {_commit_local(worktree, unit) or 'unchanged'}")
+        finally:
+            gitrepo.git(["worktree", "remove", "--force", str(worktree)], repo, check=False)
+            gitrepo.git(["worktree", "prune"], repo, check=False)
     for unit in release.main_units:
         log(f"main: {unit.message}: {_commit_local(repo, unit) or 'unchanged'}")
-    return repo
 
 
 def _init_hub_repo(repo: Path) -> None:
@@ -278,14 +332,10 @@ def _init_hub_repo(repo: Path) -> None:
 
 def _commit_local(checkout: Path, unit: Unit) -> str | None:
     if unit.prefix:
-        shutil.rmtree(checkout / unit.prefix, ignore_errors=True)
+        prefix = paths.clean_relative(unit.prefix)
+        paths.remove(paths.real_dir(checkout, prefix.parent) / prefix.name)
     for path, content in unit.files.items():
-        target = checkout / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            shutil.copyfile(content, target)
+        paths.write_file(checkout, path, content if isinstance(content, bytes) else content.read_bytes())
     gitrepo.git(["add", "--all", "--", unit.prefix or "."], checkout)
     if not gitrepo.git(["status", "--porcelain", "--", unit.prefix or "."], checkout).strip():
         return None

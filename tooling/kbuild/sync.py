@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from kbuild.upstream import FILE_NAME, PATCH_DIR, Upstream, load_upstream, recor
 
 _LOG_LINES = 100  # upstream commits listed in a summary
 _NOT_STAGED = ("build", ".kbuild")  # top-level build outputs a sync neither needs nor touches
+_SYMLINK_MODE = re.compile(r"^(?:new file mode|new mode|index \S+) 120000\b.*$", re.MULTILINE)
 
 
 @dataclass
@@ -174,8 +176,10 @@ def sync_kernel(kernel_dir: Path, ref: str | None = None) -> SyncResult:
             gitrepo.fetch(cache, upstream.url, upstream.commit)
     old_files = gitrepo.tree_files(cache, upstream.commit)
     new_files = gitrepo.tree_files(cache, new)
+    _check_tree(new_files, new, upstream)
     owned = filemap.resolve(upstream, old_files, upstream.commit, strict=False)
     wanted = filemap.resolve(upstream, new_files, new, strict=True)
+    _check_tree({**dict.fromkeys(owned), **dict.fromkeys(wanted)}, new, upstream, side="kernel")
     _check_destinations(root, upstream, owned, wanted)
     patches = upstream.patches()
     result = SyncResult(
@@ -218,6 +222,20 @@ def _naming(upstream: Upstream) -> Iterator[None]:
 
 def _is_commit(ref: str) -> bool:
     return len(ref) == 40 and all(c in "0123456789abcdef" for c in ref)
+
+
+def _check_tree(files: Iterable[str], commit: str, upstream: Upstream, *, side: str = "upstream") -> None:
+    """Refuse paths with a `..`, `.` or `.git` part (any case): written into the kernel they
+    would leave it or plant a git repository whose config runs commands."""
+    for path in files:
+        bad = next((part for part in path.split("/") if part in ("", ".", "..") or part.lower() == ".git"), None)
+        if bad is not None:
+            raise KbuildError(
+                f"{side} path {path!r} (upstream commit {commit[:12]}) has a part named {bad!r}; "
+                "sync refuses `..`, `.` and `.git` path parts",
+                file=upstream.path,
+                fix="sync from a commit whose tree has no such entries, or narrow the file map",
+            )
 
 
 def _check_destinations(root: Path, upstream: Upstream, owned: dict[str, str], wanted: dict[str, str]) -> None:
@@ -275,6 +293,13 @@ def _apply(patch: Path, stage: Path, wanted: dict[str, str]) -> None:
                 fix="patches apply to fresh upstream copies only: edit other files directly; "
                 "patch paths are relative to the kernel folder (`git diff --relative`)",
             )
+    link = _SYMLINK_MODE.search(patch.read_text(encoding="utf-8", errors="replace"))
+    if link is not None:
+        raise KbuildError(
+            f"the patch makes a symlink ({link.group(0).strip()}); patches may not create symlinks",
+            file=patch,
+            fix="change file contents only",
+        )
     try:
         gitrepo.apply_patch(patch, stage)
     except KbuildError as exc:
@@ -283,6 +308,13 @@ def _apply(patch: Path, stage: Path, wanted: dict[str, str]) -> None:
             "or delete it if upstream made the change"
         )
         raise
+    for dest in wanted:
+        if (stage / dest).is_symlink():
+            raise KbuildError(
+                f"after the patch, {dest} is a symlink; patches may not create symlinks",
+                file=patch,
+                fix="change file contents only",
+            )
 
 
 def _check(stage: Path, kernel_dir: Path, upstream: Upstream) -> list[str]:

@@ -14,6 +14,7 @@ from fake_hub import FakeHub
 from huggingface_hub import HfApi
 
 from kbuild import gitrepo
+from kbuild.build import source_digest
 from kbuild.card import DEFAULT_TEMPLATE, render_card
 from kbuild.errors import KbuildError
 from kbuild.publish import describe, prepare_release, publish_to_folder, publish_to_hub
@@ -42,7 +43,8 @@ def _variant(kernel: Path, name: str, marker: str) -> Path:
     (variant / "sub").mkdir(parents=True)
     (variant / "__init__.py").write_text(f"# {marker}\n")
     (variant / "sub" / "data.txt").write_text(f"{name} {marker}\n")
-    (variant / "metadata.json").write_text(json.dumps({"id": "_demo_cpu_0", "backend": {"type": "cpu"}}))
+    metadata = {"id": "_demo_cpu_0", "backend": {"type": "cpu"}, "provenance": {"sources": source_digest(kernel)}}
+    (variant / "metadata.json").write_text(json.dumps(metadata))
     (variant / "__pycache__").mkdir()
     (variant / "__pycache__" / "x.pyc").write_bytes(b"\0")
     return variant
@@ -86,12 +88,12 @@ def test_dry_run_lists_the_operations(kernel):
         "hub: branch v2, create from main if missing",
         f"commit to v2: Upload {V212}",
         f"  add build/{V212}/__init__.py (6 bytes)",
-        f"  add build/{V212}/metadata.json (49 bytes)",
+        f"  add build/{V212}/metadata.json (151 bytes)",
         f"  add build/{V212}/sub/data.txt (36 bytes)",
         f"  delete every other file under build/{V212}/",
         f"commit to v2: Upload {V213}",
         f"  add build/{V213}/__init__.py (6 bytes)",
-        f"  add build/{V213}/metadata.json (49 bytes)",
+        f"  add build/{V213}/metadata.json (151 bytes)",
         f"  add build/{V213}/sub/data.txt (36 bytes)",
         f"  delete every other file under build/{V213}/",
         "commit to v2: Upload benchmarks",
@@ -136,7 +138,7 @@ def test_reupload_replaces_one_variant_and_deletes_its_stale_file(kernel, hub):
     variant = kernel / "build" / V213
     variant.mkdir()
     (variant / "__init__.py").write_text("# two\n")
-    (variant / "metadata.json").write_text("{}")
+    (variant / "metadata.json").write_text(json.dumps({"provenance": {"sources": source_digest(kernel)}}))
     publish_to_hub(prepare_release(kernel, repo_id="org/demo", variants=[V213]), _api(hub), log=_quiet)
     after = hub.files("org/demo", "v2")
     assert f"build/{V213}/sub/data.txt" not in after
@@ -196,7 +198,7 @@ def test_abi_findings_block_publishing(kernel, tmp_path, hub):
 
 
 def test_errors(kernel, monkeypatch, tmp_path):
-    with pytest.raises(KbuildError, match="is not a repository id"):
+    with pytest.raises(KbuildError, match="is not a Hub repository id"):
         prepare_release(kernel, repo_id="demo")
     with pytest.raises(KbuildError, match="variant torch299-cxx11-cpu-x86_64-linux is not built"):
         prepare_release(kernel, repo_id="org/demo", variants=["torch299-cxx11-cpu-x86_64-linux"])

@@ -626,3 +626,72 @@ def test_unreachable_upstream_or_unknown_ref_is_a_clear_error(project):
     shutil.rmtree(project.upstream)
     with pytest.raises(KbuildError, match="cannot list the refs of"):
         upstream_status([kernel])
+
+
+# -- an upstream that attacks the kernel (issue 28) -------------------------------------------
+
+
+def _commit_with_tree(project: Project, parent: str, folder: str, entries: dict[str, str]) -> str:
+    """A commit of `parent`'s tree plus `folder`, whose entries (`name/file` -> text) are written
+    with git's plumbing, which, unlike `git add`, allows names like `..` and `.git`."""
+    upstream = project.upstream
+    subtrees: dict[str, list[str]] = {}
+    for rel, text in entries.items():
+        name, _, file = rel.partition("/")
+        blob = gitrepo.git(["hash-object", "-w", "--stdin"], upstream, input=text).strip()
+        subtrees.setdefault(name, []).append(f"100644 blob {blob}\t{file}\n")
+    lines = [
+        f"040000 tree {gitrepo.git(['mktree'], upstream, input=''.join(rows)).strip()}\t{name}\n"
+        for name, rows in subtrees.items()
+    ]
+    inner = gitrepo.git(["mktree"], upstream, input="".join(lines)).strip()
+    root_rows = gitrepo.git(["ls-tree", parent], upstream) + f"040000 tree {inner}\t{folder}\n"
+    root = gitrepo.git(["mktree"], upstream, input=root_rows).strip()
+    return git(project.upstream, "commit-tree", root, "-p", parent, "-m", "vendor")
+
+
+VENDOR_MAP = '  - {from: "include/*.h", to: include/}\n'
+
+
+def test_upstream_dotdot_entry_cannot_overwrite_the_kernel(project):
+    pinned = _commit_with_tree(project, project.c1, "vendor", {"../build.toml": "# upstream's\n"})
+    new = _commit_with_tree(project, project.c1, "vendor", {"../build.toml": "# replaced by upstream\n"})
+    kernel = project.kernel(commit=pinned)
+    project.edit_map(kernel, VENDOR_MAP, VENDOR_MAP + '  - {from: "vendor/**", to: third_party/}\n')
+    before = snapshot(project.root)
+    with pytest.raises(KbuildError, match=r"'vendor/\.\./build\.toml' .* has a part named '\.\.'; sync refuses"):
+        sync_kernel(kernel, ref=new)
+    assert snapshot(project.root) == before
+
+
+@pytest.mark.parametrize("dot_git", [".git", ".GIT"])
+def test_upstream_git_folder_is_never_written(project, dot_git):
+    config = '[core]\n\tfsmonitor = "touch pwned; false"\n'
+    new = _commit_with_tree(project, project.c1, "vendor", {f"{dot_git}/config": config})
+    kernel = project.kernel()
+    project.edit_map(kernel, VENDOR_MAP, VENDOR_MAP + '  - {from: "vendor/**", to: third_party/}\n')
+    before = snapshot(project.root)
+    with pytest.raises(KbuildError, match=rf"'vendor/\{dot_git}/config' .* has a part named '\{dot_git}'"):
+        sync_kernel(kernel, ref=new)
+    assert snapshot(project.root) == before
+    assert not (kernel / "third_party").exists()
+
+
+def test_a_patch_may_not_turn_a_mapped_file_into_a_symlink(project, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside the kernel\n")
+    kernel = project.kernel()
+    scratch = tmp_path / "scratch"
+    shutil.copytree(kernel, scratch)
+    git(scratch, "init", "-q")
+    git(scratch, "add", "-A")
+    git(scratch, "commit", "-q", "-m", "kernel")
+    (scratch / "gemm/gemm_kernel.h").unlink()
+    (scratch / "gemm/gemm_kernel.h").symlink_to(secret)
+    (kernel / "patches").mkdir()
+    (kernel / "patches/0001-link.patch").write_text(gitrepo.git(["diff"], scratch))
+    before = snapshot(project.root)
+    with pytest.raises(KbuildError, match="patches may not create symlinks"):
+        sync_kernel(kernel, ref=project.c1)
+    assert snapshot(project.root) == before
+    assert "outside the kernel" not in (kernel / "gemm/gemm_kernel.h").read_text()

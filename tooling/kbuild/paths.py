@@ -1,0 +1,101 @@
+"""Containment: every path kbuild reads, writes or deletes stays inside its root.
+
+Three rules, one function each:
+
+- `inside(root, path)`: a path kbuild *reads* (sources, include folders, package files, card
+  assets) resolves inside `root`; a symlink on the way that leads out is an error naming it.
+- `real_dir(root, rel)` / `write_file(root, rel, data)`: a path kbuild *writes* (build/<variant>,
+  .kbuild/<variant>, a hub checkout) is made of real folders: a symlink on the way is removed
+  (the link, never what it points to) and replaced by a folder; a file written over a symlink
+  replaces the link.
+- `remove(path)`: a *delete* removes a symlink itself, never its target.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path, PurePosixPath
+
+from kbuild.errors import KbuildError
+
+
+def clean_relative(rel: str | Path, *, what: str = "path", file: Path | str | None = None) -> PurePosixPath:
+    """`rel` as a relative path with no `..` part, or an error naming it."""
+    pure = PurePosixPath(Path(rel).as_posix())
+    if pure.is_absolute() or ".." in pure.parts:
+        raise KbuildError(
+            f"{what} {str(rel)!r} leaves its folder (absolute or `..`)",
+            file=file,
+            fix="use a path inside the folder",
+        )
+    return pure
+
+
+def inside(root: Path, path: Path | str, *, file: Path | str | None = None, what: str = "path") -> Path:
+    """The resolved `root / path`, which must stay inside `root` (symlinks inside `root` that
+    point inside it are fine). Raises KbuildError naming the symlink or path that leaves it."""
+    root = Path(root).resolve()
+    candidate = root / path
+    resolved = candidate.resolve()
+    if resolved == root or resolved.is_relative_to(root):
+        return resolved
+    link = _leaving_link(root, candidate)
+    if link is not None:
+        message = f"{what} {link} is a symlink to {os.readlink(link)}, which leads out of {root}"
+        fix = "replace the symlink with the file or folder it points to, inside the kernel"
+    else:
+        message = f"{what} {str(path)!r} is outside {root}"
+        fix = "use a path inside the kernel folder"
+    raise KbuildError(message, file=file, fix=fix)
+
+
+def _leaving_link(root: Path, candidate: Path) -> Path | None:
+    """The first symlink on `candidate`'s way down from `root` whose target is outside `root`."""
+    if not candidate.is_relative_to(root):
+        return None
+    current = root
+    for part in candidate.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink() and not current.resolve().is_relative_to(root):
+            return current
+    return None
+
+
+def real_dir(root: Path, rel: str | Path) -> Path:
+    """`root / rel` as a real folder: each symlink on the way below `root` is removed (not its
+    target) and missing folders are created."""
+    root = Path(root)
+    current = root
+    for part in clean_relative(rel).parts:
+        current = current / part
+        if current.is_symlink():
+            current.unlink()
+        if not current.exists():
+            current.mkdir()
+        elif not current.is_dir():
+            raise KbuildError(f"{current} is a file where kbuild needs a folder", fix="remove it")
+    return current
+
+
+def write_file(root: Path, rel: str | Path, data: bytes) -> bool:
+    """Write `data` to `root / rel` through real folders only; a symlink at the target is
+    replaced, not followed. Returns whether the file changed."""
+    rel = clean_relative(rel)
+    target = real_dir(root, rel.parent) / rel.name
+    if target.is_symlink():
+        target.unlink()
+    elif target.is_dir():
+        raise KbuildError(f"{target} is a folder where kbuild writes a file", fix="remove it")
+    elif target.is_file() and target.read_bytes() == data:
+        return False
+    target.write_bytes(data)
+    return True
+
+
+def remove(path: Path) -> None:
+    """Delete a file, a symlink (the link only) or a folder tree (whose symlinks are unlinked)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
