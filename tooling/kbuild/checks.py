@@ -50,7 +50,9 @@ def check_kernel(kernel_dir: Path | str) -> list[Finding]:
     problem = repo_id_problem(manifest.repo_id)
     if problem is not None:
         findings.append(
-            Finding(manifest.path, None, f"[general.hub] repo-id `{manifest.repo_id}` is not a Hub repository id: {problem}")
+            Finding(
+                manifest.path, None, f"[general.hub] repo-id `{manifest.repo_id}` is not a Hub repository id: {problem}"
+            )
         )
     if package_dir.is_dir():
         for path in sorted(package_dir.rglob("*.py")):
