@@ -336,7 +336,7 @@ def _commit_local(checkout: Path, unit: Unit) -> str | None:
         paths.remove(paths.real_dir(checkout, prefix.parent) / prefix.name)
     for path, content in unit.files.items():
         paths.write_file(checkout, path, content if isinstance(content, bytes) else content.read_bytes())
-    gitrepo.git(["add", "--all", "--", unit.prefix or "."], checkout)
+    gitrepo.git(["add", "--all", "--", "."], checkout)  # a prefix pathspec fails once its folder is gone
     if not gitrepo.git(["status", "--porcelain", "--", unit.prefix or "."], checkout).strip():
         return None
     gitrepo.git([*AUTHOR, "commit", "--quiet", "-m", unit.message], checkout)

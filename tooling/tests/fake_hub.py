@@ -12,6 +12,8 @@ is declared "regular" in preupload, so contents travel inline in the commit (hug
 regular-file path; the LFS/Xet transfer is not exercised). `hold_commits(n)` makes the first `n`
 commit requests wait for each other, so concurrent uploads are planned against one head and
 conflict.
+`echo_headers = True` makes every request fail with 400 and the request's headers in the error
+message, as a careless or hostile server might answer.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class FakeHub:
         self.lock = threading.Lock()
         self.responses: list[tuple[str, str, int]] = []  # (method, path, status)
         self.authorization: set[str] = set()
+        self.echo_headers = False
         self._barrier: threading.Barrier | None = None
         self._held = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -234,7 +237,9 @@ class FakeHub:
                 status, body, headers = 404, {"error": "no such endpoint"}, {}
                 for route_method, pattern, name in ROUTES:
                     match = pattern.match(url.path)
-                    if match and route_method == method:
+                    if hub.echo_headers:
+                        status, body = 400, {"error": f"bad request; you sent {dict(self.headers.items())}"}
+                    elif match and route_method == method:
                         status, body, headers = self._call(name, match, raw, parse_qs(url.query))
                         break
                 hub.responses.append((method, url.path, status))
