@@ -36,7 +36,6 @@ CONFLICT_STATUSES = (409, 412)
 COMMIT_ATTEMPTS = 6
 LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.png")
 AUTHOR = ["-c", "user.name=kbuild", "-c", "user.email=kbuild@localhost"]
-SIGNATURE = "metadata.json.sigstore"  # the sigstore bundle of metadata.json that `kernels` verifies
 
 
 @dataclass(frozen=True)

@@ -293,3 +293,59 @@ def test_cli(kernel, tmp_path, capsys):
     assert "applies to a local hub folder (--to) only" in capsys.readouterr().err
     assert main(["publish", str(kernel), "--repo-id", "org/demo", "--to", str(tmp_path / "hub")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == str(tmp_path / "hub" / "org" / "demo")
+
+
+def test_eight_concurrent_folder_publishes_of_variants_and_kernels_all_succeed(tmp_path):
+    """Two kernels x four variants, published at once into one folder by eight processes."""
+    names = [f"torch21{minor}-cxx11-cpu-x86_64-linux" for minor in range(2, 6)]
+    kernels = []
+    for kernel_name in ("demo", "other"):
+        kernel = tmp_path / kernel_name
+        (kernel / "torch-ext" / kernel_name).mkdir(parents=True)
+        (kernel / "build.toml").write_text(BUILD_TOML.replace('name = "demo"', f'name = "{kernel_name}"'))
+        (kernel / "torch-ext" / kernel_name / "__init__.py").write_text("__all__ = []\n")
+        (kernel / "demo.cpp").write_text("// demo\n")
+        for name in names:
+            _variant(kernel, name, kernel_name)
+        kernels.append(kernel)
+    folder, scratch = tmp_path / "hub", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kbuild.cli", "publish", str(kernel), "--repo-id", f"org/{kernel.name}"]
+            + ["--variant", name, "--to", str(folder)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kernel in kernels
+        for name in names
+    ]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    assert [process.returncode for process in processes] == [0] * 8, [err for _, err in outputs]
+    for kernel in kernels:
+        repo = folder / "org" / kernel.name
+        listing = set(gitrepo.git(["ls-tree", "-r", "--name-only", "v2"], repo).split())
+        for name in names:
+            assert {f"build/{name}/{f}" for f in ("__init__.py", "metadata.json", "sub/data.txt")} <= listing
+        assert gitrepo.git(["fsck", "--strict"], repo).strip() == ""
+        assert gitrepo.git(["worktree", "list", "--porcelain"], repo).count("worktree ") == 1
+    assert list(scratch.iterdir()) == []
+
+
+def test_sigstore_bundle_travels_with_its_variant_and_kernels_reads_it(kernel, tmp_path):
+    """The release workflow signs metadata.json into metadata.json.sigstore (signing needs GitHub's
+    OIDC token and sigstore's services, unreachable here); the bundle must reach the branch beside
+    metadata.json, where `kernels.verify_variant` looks for it."""
+    from kernels.verify import VerificationResult, verify_variant
+
+    bundle = '{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}\n'
+    (kernel / "build" / V213 / "metadata.json.sigstore").write_text(bundle)
+    repo = publish_to_folder(prepare_release(kernel, repo_id="org/demo"), tmp_path / "hub", log=_quiet)
+    assert gitrepo.git(["show", f"v2:build/{V213}/metadata.json.sigstore"], repo) == bundle
+    checkout = tmp_path / "checkout"
+    gitrepo.git(["clone", "--quiet", "--branch", "v2", str(repo), str(checkout)], tmp_path)
+    assert isinstance(verify_variant(checkout / "build" / V213), VerificationResult.SignatureBundleInvalid)
+    assert isinstance(verify_variant(checkout / "build" / V212), VerificationResult.SignatureBundleMissing)

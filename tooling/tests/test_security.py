@@ -109,7 +109,11 @@ def test_source_folder_symlink_leaving_the_kernel_is_an_error(kernel_dir, outsid
 @pytest.mark.parametrize(
     ("table", "line", "what"),
     [
-        ("[kernel.demo_cpu]", 'include = ["../../../../outside"]', r"\[kernel.demo_cpu\] include '../../../../outside'"),
+        (
+            "[kernel.demo_cpu]",
+            'include = ["../../../../outside"]',
+            r"\[kernel.demo_cpu\] include '../../../../outside'",
+        ),
         ("[torch]", 'include = ["/etc"]', r"\[torch\] src/include '/etc'"),
     ],
 )
@@ -183,7 +187,7 @@ TOKEN = "hf_SecretTokenForTests0123456789"
 PAYLOADS = [
     '{{ lipsum.__globals__["os"].environ.get("HF_TOKEN") }}',
     '{{ cycler.__init__.__globals__.os.popen("echo ran-$HF_TOKEN").read() }}',
-    '{{ functions.__class__.__init__.__globals__["os"].environ["HF_TOKEN"] }}',
+    '{{ backends.append("leak") }}{{ backends }}',
     "{{ name.__class__.__mro__[1].__subclasses__() }}",
 ]
 
@@ -260,16 +264,19 @@ def test_second_build_waits_for_the_first_with_a_message(noarch):
     assert (noarch / "build" / "torch-cpu" / "metadata.json").is_file()
 
 
-def test_two_concurrent_builds_both_succeed(noarch):
+@pytest.mark.slow
+def test_two_concurrent_builds_of_one_kernel_both_succeed(tmp_path):
+    """Without the lock, two compiles in one build tree raced in CMake's configure step."""
+    kernel = _relu_sources(tmp_path)
     builds = [
         subprocess.Popen(
-            [sys.executable, "-m", "kbuild.cli", "build", str(noarch)],
+            [sys.executable, "-m", "kbuild.cli", "build", str(kernel), "-j", "1"],
             stderr=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for _ in range(2)
     ]
-    for build in builds:
-        _, err = build.communicate(timeout=120)
-        assert build.returncode == 0, err
+    errors = [build.communicate(timeout=900)[1] for build in builds]
+    assert [build.returncode for build in builds] == [0, 0], errors
+    assert sum("waiting for another build" in err for err in errors) == 1, errors

