@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 
 from kbuild.errors import KbuildError
 
 
-def clean_relative(rel: str | Path, *, what: str = "path", file: Path | str | None = None) -> PurePosixPath:
+def clean_relative(rel: str | PurePath, *, what: str = "path", file: Path | str | None = None) -> PurePosixPath:
     """`rel` as a relative path with no `..` part, or an error naming it."""
     pure = PurePosixPath(Path(rel).as_posix())
     if pure.is_absolute() or ".." in pure.parts:
@@ -32,7 +32,7 @@ def clean_relative(rel: str | Path, *, what: str = "path", file: Path | str | No
     return pure
 
 
-def inside(root: Path, path: Path | str, *, file: Path | str | None = None, what: str = "path") -> Path:
+def inside(root: Path, path: str | PurePath, *, file: Path | str | None = None, what: str = "path") -> Path:
     """The resolved `root / path`, which must stay inside `root` (symlinks inside `root` that
     point inside it are fine). Raises KbuildError naming the symlink or path that leaves it."""
     root = Path(root).resolve()
@@ -62,7 +62,7 @@ def _leaving_link(root: Path, candidate: Path) -> Path | None:
     return None
 
 
-def real_dir(root: Path, rel: str | Path) -> Path:
+def real_dir(root: Path, rel: str | PurePath) -> Path:
     """`root / rel` as a real folder: each symlink on the way below `root` is removed (not its
     target) and missing folders are created."""
     root = Path(root)
@@ -78,11 +78,11 @@ def real_dir(root: Path, rel: str | Path) -> Path:
     return current
 
 
-def write_file(root: Path, rel: str | Path, data: bytes) -> bool:
+def write_file(root: Path, rel: str | PurePath, data: bytes) -> bool:
     """Write `data` to `root / rel` through real folders only; a symlink at the target is
     replaced, not followed. Returns whether the file changed."""
-    rel = clean_relative(rel)
-    target = real_dir(root, rel.parent) / rel.name
+    clean = clean_relative(rel)
+    target = real_dir(root, clean.parent) / clean.name
     if target.is_symlink():
         target.unlink()
     elif target.is_dir():

@@ -106,7 +106,10 @@ def prepare_release(
             findings += [str(f) for f in check_abi(built[name])]
             units.append(Unit(f"build/{name}", _variant_files(kernel_dir, name), f"Upload {name}"))
     if variants is None:
-        benchmarks = {f"benchmarks/{p.name}": p for p in sorted((kernel_dir / "benchmarks").glob("benchmark*.py"))}
+        benchmarks: dict[str, Path | bytes] = {
+            f"benchmarks/{p.name}": paths.inside(kernel_dir, f"benchmarks/{p.name}", what="benchmark")
+            for p in sorted((kernel_dir / "benchmarks").glob("benchmark*.py"))
+        }
         units.append(Unit("benchmarks", benchmarks, "Upload benchmarks"))
         main: dict[str, Path | bytes] = {"README.md": render_card(kernel_dir).encode()}
         benchmark = latest_benchmark(kernel_dir)
@@ -216,7 +219,7 @@ def _commit_unit(api, repo_id: str, branch: str, unit: Unit) -> str | None:
     for attempt in range(COMMIT_ATTEMPTS):
         head = _branch_head(api, repo_id, branch)
         stale = sorted(_remote_files(api, repo_id, head, unit.prefix) - unit.files.keys()) if unit.prefix else []
-        operations = [
+        operations: list[CommitOperationAdd | CommitOperationDelete] = [
             CommitOperationAdd(path, content if isinstance(content, bytes) else str(content))
             for path, content in unit.files.items()
         ]

@@ -106,7 +106,8 @@ def load_upstream(kernel_dir: Path | str, manifest_upstream: str | None = None) 
 def record_commit(path: Path, commit: str) -> None:
     """Write `commit` as the pinned commit, changing nothing else in the file (comments stay)."""
     text = path.read_text(encoding="utf-8")
-    for key, value in yaml.compose(text).value:
+    document = yaml.compose(text)
+    for key, value in document.value if document is not None else []:
         if key.value == "commit":
             start, end = value.start_mark.index, value.end_mark.index
             if text[start] in "'\"":  # keep the quotes, replace what they hold
@@ -141,7 +142,7 @@ def _same_repo(url: str) -> str:
     return url.rstrip("/").removesuffix(".git")
 
 
-def _line_of(node: yaml.Node, key: str) -> int | None:
+def _line_of(node: yaml.Node | None, key: str) -> int | None:
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             if k.value == key:
