@@ -10,6 +10,7 @@ from kbuild.errors import KbuildError
 
 MAX_PART = 96
 _PART = re.compile(r"^[A-Za-z0-9._-]+$")
+_BRANCH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 
 
 def repo_id_problem(repo_id: str) -> str | None:
@@ -41,3 +42,19 @@ def check_repo_id(repo_id: str, *, source: str, file: object = None) -> str:
             fix="write it as OWNER/NAME with letters, digits, `-`, `_` and `.` (e.g. kernels-community/relu)",
         )
     return repo_id
+
+
+def check_branch(branch: str, *, file: object = None) -> str:
+    """`branch` if it is a plain git branch name (it is passed to git and the Hub as is)."""
+    parts = branch.split("/")
+    if (
+        not _BRANCH.match(branch)
+        or ".." in branch
+        or any(not part or part.startswith(".") or part.endswith((".", ".lock")) for part in parts)
+    ):
+        raise KbuildError(
+            f"[general.hub] branch `{branch}` is not a plain branch name",
+            file=file if file is None else str(file),
+            fix="use letters, digits, `_`, `-`, `.` and `/` (e.g. v1), starting with a letter or digit",
+        )
+    return branch

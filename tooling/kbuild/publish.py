@@ -27,7 +27,7 @@ from kbuild import gitrepo, paths
 from kbuild.abi import check_abi
 from kbuild.card import latest_benchmark, render_card
 from kbuild.errors import KbuildError
-from kbuild.hubid import check_repo_id
+from kbuild.hubid import check_branch, check_repo_id
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import scrub
 
@@ -80,6 +80,7 @@ def prepare_release(
         check_repo_id(repo_id, source="--repo-id")
     else:
         repo_id = check_repo_id(manifest.repo_id, source="[general.hub] repo-id", file=manifest.path)
+    branch = check_branch(manifest.upload_branch, file=manifest.path)
     built = {
         d.name: paths.inside(kernel_dir, f"build/{d.name}", what="built variant")
         for d in sorted((kernel_dir / "build").glob("*/"))
@@ -117,12 +118,12 @@ def prepare_release(
             main[benchmark.plot] = kernel_dir / benchmark.plot
         return Release(
             repo_id,
-            manifest.upload_branch,
+            branch,
             units,
             [Unit("", main, "Update the kernel card")],
             findings,
         )
-    return Release(repo_id, manifest.upload_branch, units, [], findings)
+    return Release(repo_id, branch, units, [], findings)
 
 
 def _require_fresh(manifest: Manifest, variant_dir: Path) -> None:

@@ -174,6 +174,16 @@ def test_repo_id_in_build_toml_is_checked_by_check_publish_and_the_main_job(noar
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "hub").exists()
 
 
+@pytest.mark.parametrize("branch", ["--orphan", "../v1", "v1.lock", ".hidden", "a//b", "v 1"])
+def test_hub_branch_in_build_toml_is_a_plain_branch_name(noarch, tmp_path, branch, capsys):
+    (noarch / "build.toml").write_text(NOARCH_TOML.format(hub=f'\n[general.hub]\nbranch = "{branch}"\n'))
+    build_kernel(noarch, log=_quiet)
+    hub = tmp_path / "hub"
+    assert main(["publish", str(noarch), "--repo-id", "org/demo", "--to", str(hub), "--allow-nonportable"]) == 2
+    assert f"branch `{branch}` is not a plain branch name" in capsys.readouterr().err
+    assert not hub.exists()
+
+
 def test_valid_repo_ids():
     from kbuild.hubid import repo_id_problem
 
