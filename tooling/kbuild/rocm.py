@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbuild import paths
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec, Manifest
 
@@ -322,7 +323,7 @@ def compile_kernel(
     manifest = load_manifest(kernel_dir)
     if missing_ok and not manifest.kernels_for("rocm"):
         return [f"{kernel_dir}: no ROCm kernels, skipped"]
-    out_dir = Path(out_dir) if out_dir is not None else manifest.kernel_dir / ".kbuild" / "rocm-device"
+    out_dir = Path(out_dir) if out_dir is not None else paths.real_dir(manifest.kernel_dir, ".kbuild/rocm-device")
     require = list(require)
     lines = []
     for obj in compile_device_only(manifest, out_dir):
