@@ -290,3 +290,16 @@ def test_two_concurrent_builds_of_one_kernel_both_succeed(tmp_path):
     errors = [build.communicate(timeout=900)[1] for build in builds]
     assert [build.returncode for build in builds] == [0, 0], errors
     assert sum("waiting for another build" in err for err in errors) == 1, errors
+
+
+def test_scrub_masks_tokens_authorization_values_and_url_passwords(monkeypatch):
+    from kbuild.redact import scrub
+
+    monkeypatch.setenv("HF_TOKEN", "plain-token-without-prefix")
+    text = (
+        "got plain-token-without-prefix; {'authorization': 'Bearer abc.def'} Authorization: Basic dXNlcjpw "
+        "https://bot:ghp_secret@github.com/o/r.git and hf_abcdefghijklmnop"
+    )
+    assert scrub(text) == (
+        "got ***; {'authorization': '***'} Authorization: *** https://bot:***@github.com/o/r.git and ***"
+    )
