@@ -654,8 +654,11 @@ VENDOR_MAP = '  - {from: "include/*.h", to: include/}\n'
 
 
 def test_upstream_dotdot_entry_cannot_overwrite_the_kernel(project):
-    pinned = _commit_with_tree(project, project.c1, "vendor", {"../build.toml": "# upstream's\n"})
-    new = _commit_with_tree(project, project.c1, "vendor", {"../build.toml": "# replaced by upstream\n"})
+    toml = BUILD_TOML.format(name="gemm", url=project.url)  # valid, so `kbuild check` passes it
+    pinned = _commit_with_tree(project, project.c1, "vendor", {"../build.toml": toml})
+    new = _commit_with_tree(
+        project, project.c1, "vendor", {"../build.toml": toml.replace("version = 1", "version = 9")}
+    )
     kernel = project.kernel(commit=pinned)
     project.edit_map(kernel, VENDOR_MAP, VENDOR_MAP + '  - {from: "vendor/**", to: third_party/}\n')
     before = snapshot(project.root)
