@@ -28,7 +28,8 @@ from kbuild.variants import NOARCH, STABLE_ABI, TorchInstall, Variant, detect_va
 
 Log = Callable[[str], None]
 SKIPPED_PARTS = {"__pycache__"}
-NOT_SOURCES = {"build", ".kbuild", "tests", "benchmarks", ".git"}  # top-level folders a build does not read
+# Top-level folders a build does not read (outputs, tests, benchmarks, tool caches).
+NOT_SOURCES = {"build", ".kbuild", "tests", "benchmarks", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
 def _stderr(message: str) -> None:
