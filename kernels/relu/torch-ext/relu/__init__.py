@@ -22,3 +22,6 @@ def relu(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
     ops.relu(out, x)
     return out
+
+
+from . import layers  # noqa: E402, F401  (kernelize looks up `<kernel>.layers.<Name>`)
