@@ -1,23 +1,70 @@
-"""``nn.Module`` wrappers built on the FP8 block-scaled GEMM."""
+"""Layers built on the FP8 block-scaled GEMM.
+
+``FP8Linear`` is forward-only, for ``kernels.kernelize``: it runs on the state of the module
+whose ``forward`` it replaces. ``Fp8Linear`` is a standalone module with that state and the
+same ``forward``, for building a layer yourself.
+"""
 
 import torch
 from torch import nn
 
 from . import SCALE_BLOCK, gemm_nt, quantize_per_block, quantize_per_token_group
 
-__all__ = ["Fp8Linear"]
+__all__ = ["FP8Linear", "Fp8Linear"]
+
+BLOCK_SIZE = (SCALE_BLOCK, SCALE_BLOCK)
 
 
-class Fp8Linear(nn.Module):
-    """A linear layer with a block-quantized FP8 weight, computed with :func:`gemm_nt`.
+class FP8Linear(nn.Module):
+    """Replaces the forward of a fine-grained FP8 linear layer (DeepSeek-V3/R1 checkpoints).
 
-    Holds the weight as ``(out_features, in_features)`` FP8 with one float32 scale per
-    128x128 block (``weight_scale``), and an optional bias. ``forward`` quantizes the
-    activations per token and 128 columns, runs the FP8 GEMM and returns bfloat16 (or the
-    input's floating dtype). Inputs may have any number of leading batch dimensions.
+    Forward-only (no constructor, no state of its own): ``kernelize`` swaps its ``forward``
+    into a layer decorated with ``use_kernel_forward_from_hub("FP8Linear")`` that has
 
-    This is a standalone module (it owns FP8 buffers), not a drop-in ``kernelize``
-    replacement for ``nn.Linear``. Build one from a trained layer with :meth:`from_linear`.
+    - ``weight``: ``(out_features, in_features)`` ``float8_e4m3fn`` (or ``float8_e4m3fnuz``),
+    - ``weight_scale_inv``: ``(ceil(out_features/128), ceil(in_features/128))`` float32, one
+      scale per 128x128 weight block (dequantized weight = ``weight * scale``),
+    - ``bias``: ``(out_features,)`` or ``None``,
+    - ``block_size``: ``(128, 128)`` (other block sizes raise a ``ValueError``).
+
+    ``forward`` quantizes the input per token and 128 columns to the weight's FP8 dtype, runs
+    :func:`gemm_nt` (fp32 accumulation, bfloat16 result), adds the bias and returns the
+    input's dtype (bfloat16 or float16), for inputs ``(..., in_features)``. Works under
+    ``torch.compile`` and CUDA graphs; no backward.
+    """
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.weight
+        block_size = tuple(getattr(self, "block_size", None) or ())
+        if block_size != BLOCK_SIZE:
+            raise ValueError(
+                f"FP8Linear: block_size must be {BLOCK_SIZE} (one weight scale per 128x128 block), "
+                f"got {getattr(self, 'block_size', None)}; use a checkpoint quantized with "
+                "weight_block_size [128, 128]"
+            )
+        if weight.element_size() != 1:
+            raise TypeError(f"FP8Linear: weight must be FP8 (float8_e4m3fn), got {weight.dtype}")
+        in_features = weight.shape[1]
+        if x.shape[-1] != in_features:
+            raise ValueError(f"FP8Linear: expected input (..., {in_features}), got {tuple(x.shape)}")
+        q, scale = quantize_per_token_group(x.reshape(-1, in_features), SCALE_BLOCK, weight.dtype)
+        out = gemm_nt(q, weight, scale, self.weight_scale_inv).to(x.dtype)
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], weight.shape[0]).to(x.dtype)
+
+
+class Fp8Linear(FP8Linear):
+    """A linear layer holding a block-quantized FP8 weight; ``forward`` is :class:`FP8Linear`'s.
+
+    Holds ``weight`` (``(out_features, in_features)`` FP8), ``weight_scale_inv`` (one float32
+    scale per 128x128 block), ``block_size`` ``(128, 128)`` and an optional bias, the
+    attributes of fine-grained FP8 checkpoints. Build one from a trained layer with
+    :meth:`from_linear`. For models that already have such layers, use ``kernelize`` with
+    :class:`FP8Linear` instead.
     """
 
     def __init__(
@@ -31,11 +78,11 @@ class Fp8Linear(nn.Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.fp8_dtype = fp8_dtype
+        self.block_size = BLOCK_SIZE
         k_blocks = -(-in_features // SCALE_BLOCK)
         n_blocks = -(-out_features // SCALE_BLOCK)
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=fp8_dtype, device=device))
-        self.register_buffer("weight_scale", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device))
+        self.register_buffer("weight_scale_inv", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device))
         if bias:
             self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.bfloat16, device=device))
         else:
@@ -59,25 +106,13 @@ class Fp8Linear(nn.Module):
         with torch.no_grad():
             weight, scale = quantize_per_block(linear.weight, SCALE_BLOCK, fp8_dtype)
             layer.weight.copy_(weight)
-            layer.weight_scale.copy_(scale)
+            layer.weight_scale_inv.copy_(scale)
             if linear.bias is not None:
                 layer.bias.copy_(linear.bias)
         return layer
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x @ weight.T + bias`` for ``x`` of shape ``(..., in_features)``."""
-        if x.shape[-1] != self.in_features:
-            raise ValueError(f"Fp8Linear: expected input (..., {self.in_features}), got {tuple(x.shape)}")
-        tokens = x.reshape(-1, self.in_features)
-        q, scale = quantize_per_token_group(tokens, SCALE_BLOCK, self.fp8_dtype)
-        y = gemm_nt(q, self.weight, scale, self.weight_scale)
-        if self.bias is not None:
-            y = y + self.bias.to(y.dtype)
-        out_dtype = x.dtype if x.dtype.is_floating_point else y.dtype
-        return y.reshape(*x.shape[:-1], self.out_features).to(out_dtype)
-
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}, fp8_dtype={self.fp8_dtype}"
+            f"bias={self.bias is not None}, fp8_dtype={self.weight.dtype}"
         )
