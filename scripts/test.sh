@@ -14,7 +14,7 @@ bash scripts/system-packages.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
 stage "lint (ruff)"
-ruff check tooling kernels
+ruff check tooling kernels examples
 
 stage "kbuild check"
 kbuild check

@@ -19,13 +19,11 @@ class FP8Linear(nn.Module):
     """Replaces the forward of a fine-grained FP8 linear layer (DeepSeek-V3/R1 checkpoints).
 
     Forward-only (no constructor, no state of its own): ``kernelize`` swaps its ``forward``
-    into a layer decorated with ``use_kernel_forward_from_hub("FP8Linear")`` that has
-
-    - ``weight``: ``(out_features, in_features)`` ``float8_e4m3fn`` (or ``float8_e4m3fnuz``),
-    - ``weight_scale_inv``: ``(ceil(out_features/128), ceil(in_features/128))`` float32, one
-      scale per 128x128 weight block (dequantized weight = ``weight * scale``),
-    - ``bias``: ``(out_features,)`` or ``None``,
-    - ``block_size``: ``(128, 128)`` (other block sizes raise a ``ValueError``).
+    into a layer decorated with ``use_kernel_forward_from_hub("FP8Linear")`` that holds
+    ``weight`` (``(out_features, in_features)`` ``float8_e4m3fn`` or ``float8_e4m3fnuz``),
+    ``weight_scale_inv`` (float32 ``(ceil(out_features/128), ceil(in_features/128))``, the
+    dequantized weight being ``weight * scale`` per 128x128 block), ``bias`` (or ``None``)
+    and ``block_size`` ``(128, 128)``; another block size raises a ``ValueError``.
 
     ``forward`` quantizes the input per token and 128 columns to the weight's FP8 dtype, runs
     :func:`gemm_nt` (fp32 accumulation, bfloat16 result), adds the bias and returns the
@@ -38,12 +36,11 @@ class FP8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight
-        block_size = tuple(getattr(self, "block_size", None) or ())
-        if block_size != BLOCK_SIZE:
+        block_size = getattr(self, "block_size", None)
+        if block_size is None or tuple(block_size) != BLOCK_SIZE:
             raise ValueError(
                 f"FP8Linear: block_size must be {BLOCK_SIZE} (one weight scale per 128x128 block), "
-                f"got {getattr(self, 'block_size', None)}; use a checkpoint quantized with "
-                "weight_block_size [128, 128]"
+                f"got {block_size}; use a checkpoint quantized with weight_block_size [128, 128]"
             )
         if weight.element_size() != 1:
             raise TypeError(f"FP8Linear: weight must be FP8 (float8_e4m3fn), got {weight.dtype}")
