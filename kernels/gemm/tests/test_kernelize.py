@@ -2,7 +2,7 @@
 
 The host layer below has the attributes of the FP8 checkpoints' linear layers (`weight` FP8
 (out, in), `weight_scale_inv` one float32 per 128x128 block, `bias`, `block_size`) and a
-reference forward that dequantizes the weight and multiplies in float32, without quantizing
+reference forward that dequantizes the weight and multiplies in float64, without quantizing
 the input. It is mapped with `LocalLayerRepository` to the kernel folder that `kbuild test`
 points LOCAL_KERNELS at (the fresh build). Select these tests with `-k kernelize`; the CUDA
 ones (torch.compile with inductor, CUDA graphs) are skipped without a GPU.
@@ -72,11 +72,11 @@ class HostFP8Linear(nn.Module):
     def dequantized_weight(self) -> torch.Tensor:
         rows, cols = self.weight.shape
         scale = self.weight_scale_inv.repeat_interleave(BLOCK, 0).repeat_interleave(BLOCK, 1)
-        return self.weight.float() * scale[:rows, :cols]
+        return self.weight.double() * scale.double()[:rows, :cols]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        bias = None if self.bias is None else self.bias.float()
-        return F.linear(x.float(), self.dequantized_weight(), bias).to(x.dtype)
+        bias = None if self.bias is None else self.bias.double()
+        return F.linear(x.double(), self.dequantized_weight(), bias).to(x.dtype)
 
 
 class Block(nn.Module):
@@ -109,7 +109,7 @@ def kernelized(model: nn.Module, device: torch.device, mode: Mode = Mode.INFEREN
 
 def error_bound(layer: HostFP8Linear, x: torch.Tensor, got: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """The module docstring's bound on |got - ref| for layer's output got on input x."""
-    tokens = x.float().reshape(-1, x.shape[-1])
+    tokens = x.double().reshape(-1, x.shape[-1])
     padded = F.pad(tokens, (0, -tokens.shape[1] % BLOCK))
     group_scale = padded.abs().view(tokens.shape[0], -1, BLOCK).amax(-1) / E4M3_MAX
     per_column_scale = group_scale.repeat_interleave(BLOCK, 1)[:, : tokens.shape[1]]
@@ -117,14 +117,15 @@ def error_bound(layer: HostFP8Linear, x: torch.Tensor, got: torch.Tensor, ref: t
     quantization = 2**-4 * (tokens.abs() @ w.abs().t()) + 2**-10 * (per_column_scale @ w.abs().t())
     product = (tokens @ w.t()).abs()
     unit = 2**-8 if x.dtype == torch.bfloat16 else 2**-11
-    rounding = 2**-8 * (product + quantization) + unit * (got.float().abs() + ref.float().abs()).reshape(product.shape)
+    outputs = (got.double().abs() + ref.double().abs()).reshape(product.shape)
+    rounding = 2**-8 * (product + quantization) + unit * outputs
     return (1.01 * (quantization + rounding) + 2**-24).reshape(got.shape)
 
 
 def assert_within_bound(layer: HostFP8Linear, x: torch.Tensor, got: torch.Tensor) -> None:
     ref = type(layer).forward(layer, x)
     assert got.shape == ref.shape and got.dtype == x.dtype
-    excess = (got.float() - ref.float()).abs() - error_bound(layer, x, got, ref)
+    excess = (got.double() - ref.double()).abs() - error_bound(layer, x, got, ref)
     assert excess.max().item() <= 0, f"error exceeds the bound by {excess.max().item():.3g} at {excess.argmax()}"
 
 
