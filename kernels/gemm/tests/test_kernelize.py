@@ -194,6 +194,7 @@ def test_kernelize_for_torch_compile_traces_into_one_graph(kernel, device, fp8_d
         assert_kernel_ran(kernel, [layer], compiled, x)
 
 
+@pytest.mark.kernels_ci
 @needs_cuda
 def test_kernelize_cuda_graph_capture_and_replay(kernel, device, fp8_dtype):
     model = Block(7168, 2048, fp8_dtype, torch.bfloat16, device)

@@ -93,6 +93,7 @@ def test_kernelize_for_torch_compile_traces_into_one_graph(kernel):
         assert_kernel_ran(kernel, model, compiled, x)
 
 
+@pytest.mark.kernels_ci
 @needs_cuda
 def test_kernelize_cuda_graph_capture_and_replay(kernel):
     model = make_model(torch.bfloat16)
