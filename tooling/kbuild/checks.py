@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild.errors import KbuildError
+from kbuild.errors import ManifestError
 from kbuild.hubid import repo_id_problem
 from kbuild.manifest import load_manifest
 
@@ -27,10 +27,11 @@ class Finding:
     line: int | None
     message: str
     severity: str = "error"  # or "warning"
+    fix: str | None = None
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
-        return f"{where}: {self.severity}: {self.message}"
+        return f"{where}: {self.severity}: {self.message}" + (f"\n  fix: {self.fix}" if self.fix else "")
 
 
 def format_findings(findings: list[Finding]) -> list[str]:
@@ -42,9 +43,8 @@ def check_kernel(kernel_dir: Path | str) -> list[Finding]:
     kernel_dir = Path(kernel_dir)
     try:
         manifest = load_manifest(kernel_dir)
-    except KbuildError as exc:
-        line = exc.where if isinstance(exc.where, int) or (isinstance(exc.where, str) and exc.where.isdigit()) else None
-        return [Finding(Path(exc.file or kernel_dir / "build.toml"), int(line) if line else None, exc.message)]
+    except ManifestError as exc:
+        return [Finding(Path(exc.file or kernel_dir / "build.toml"), exc.line, exc.message, fix=exc.fix)]
     package_dir = kernel_dir / "torch-ext" / manifest.python_name
     findings = check_layout(kernel_dir, manifest.python_name)
     problem = repo_id_problem(manifest.repo_id)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
 from kbuild import __version__
-from kbuild.errors import KbuildError
+from kbuild.errors import EXIT_INTERNAL, KbuildError, internal_error_line
 from kbuild.redact import scrub
 
 
@@ -375,10 +377,15 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except KbuildError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if os.environ.get("KBUILD_DEBUG") == "1":
+            print(scrub(traceback.format_exc()), file=sys.stderr, end="")
+        print(f"error: {scrub(internal_error_line(exc))}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -1,104 +1,54 @@
-"""build.toml: parse, validate and upgrade a kernel's manifest into typed objects.
+"""build.toml: the schema as typed classes, and the loader that reads a kernel's manifest into them.
 
 Edition 5 is the current schema. Files without an `edition` key are edition 4 and are
 upgraded in memory; the 2025 format (`[general] universal = ...`) is edition 2 and is
 upgraded in memory too, with a warning that says what to add. `upgrade_file` persists it.
+
+To add a key, add a field to its table's class below: the validator, its errors and the
+schema test all follow from the field (see kbuild.schema).
 """
 
 from __future__ import annotations
 
-import difflib
 import re
-import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-from kbuild.errors import KbuildError
+from kbuild.errors import ManifestError, UsageError
+from kbuild.schema import (
+    Key,
+    Problem,
+    Rule,
+    SourceMap,
+    Validator,
+    describe_value,
+    fields_of,
+    key,
+    matches,
+    one_of,
+    show,
+    table_name,
+)
+from kbuild.tomlcompat import tomllib
 
 CURRENT_EDITION = 5
 BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu")
 EXPERIMENTAL_BACKENDS = ("cann", "neuron", "tpu")
+ALL_BACKENDS = BACKENDS + EXPERIMENTAL_BACKENDS
 FRAMEWORKS = ("torch", "torch-noarch", "tvm-ffi")
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+# The Hub's limit for a repository name; it also keeps build folders and op names short.
+NAME_MAX_LENGTH = 96
+KERNEL_TABLE_NAME = re.compile(r"[A-Za-z0-9_][-A-Za-z0-9_]{0,63}")
+# The names the `kernels` loader resolves: any backend may use the general ones.
 PYTHON_DEPENDS = ("einops", "helion", "tvm-ffi")
-CUDA_PYTHON_DEPENDS = ("nvidia-cutlass-dsl",)
-XPU_PYTHON_DEPENDS = ("onednn",)
-CUTLASS_DEPENDS = tuple(
-    f"cutlass_{v}" for v in ("2_10", "3_5", "3_6", "3_8", "3_9", "4_0", "4_1", "4_2", "4_3", "4_4", "4_5")
-)
+BACKEND_PYTHON_DEPENDS = {"cuda": ("nvidia-cutlass-dsl",), "neuron": ("nki",), "xpu": ("onednn",), "tpu": ()}
+CUTLASS_DEPENDS = tuple(f"cutlass_{v}" for v in ("2_10", "3_5", "3_6", "3_8", "3_9", "4_0", "4_4", "4_5"))
 KERNEL_DEPENDS = ("torch", *CUTLASS_DEPENDS, "sycl_tla", "metal-cpp")
-CAPABILITY_PATTERN = re.compile(r"^\d+\.\d+[af]?(\+PTX)?$")
-ROCM_ARCH_PATTERN = re.compile(r"^gfx[0-9a-f]+$")
-VERSION_PATTERN = re.compile(r"^\d+(\.\d+)*$")
-
-STR, INT, BOOL, STR_LIST, TABLE_LIST, ANY_TABLE = (
-    "string",
-    "integer",
-    "boolean",
-    "list of strings",
-    "list of tables",
-    "table",
-)
-STR_OR_TABLE = "string or table"
-
-GENERAL_KEYS = {
-    "name": STR,
-    "version": INT,
-    "edition": INT,
-    "license": STR,
-    "backends": STR_LIST,
-    "upstream": STR,
-    "source": STR,
-    "python-depends": STR_LIST,
-    "kernel-depends": TABLE_LIST,
-    "hub": ANY_TABLE,
-    "cuda": ANY_TABLE,
-    "xpu": ANY_TABLE,
-}
-HUB_KEYS = {"repo-id": STR, "branch": STR}
-GENERAL_CUDA_KEYS = {"minver": STR, "maxver": STR, "python-depends": STR_LIST, "kernel-depends": TABLE_LIST}
-GENERAL_XPU_KEYS = {"python-depends": STR_LIST}
-KERNEL_DEPENDENCY_KEYS = {"repo-id": STR, "version": INT, "revision": STR}
-TORCH_KEYS = {
-    "src": STR_LIST,
-    "include": STR_LIST,
-    "pyext": STR_LIST,
-    "minver": STR,
-    "maxver": STR,
-    "cxx-flags": STR_LIST,
-    "stable-abi": STR_OR_TABLE,
-}
-NOARCH_KEYS = {"pyext": STR_LIST, "cuda_capabilities": STR_LIST, "rocm_archs": STR_LIST}
-TVM_FFI_KEYS = {"src": STR_LIST, "include": STR_LIST, "pyext": STR_LIST, "cxx-flags": STR_LIST}
-KERNEL_KEYS = {
-    "backend": STR,
-    "depends": STR_LIST,
-    "src": STR_LIST,
-    "include": STR_LIST,
-    "cxx-flags": STR_LIST,
-    "cuda-capabilities": STR_LIST,
-    "cuda-flags": STR_LIST,
-    "cuda-minver": STR,
-    "rocm-archs": STR_LIST,
-    "hip-flags": STR_LIST,
-    "sycl-flags": STR_LIST,
-}
-BACKEND_ONLY_KEYS = {
-    "cuda-capabilities": "cuda",
-    "cuda-flags": "cuda",
-    "cuda-minver": "cuda",
-    "rocm-archs": "rocm",
-    "hip-flags": "rocm",
-    "sycl-flags": "xpu",
-}
-TOP_LEVEL_KEYS = {"general": ANY_TABLE, "kernel": ANY_TABLE, **{f: ANY_TABLE for f in FRAMEWORKS}}
+GIT_URL_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "git+https", "git+http")
+STRICTER = "kbuild is stricter than kernel-builder here on purpose: "
 
 # What edition 2 (the 2025 guides' format) lacks, in the words a user needs.
 EDITION_2_HINT = (
@@ -109,31 +59,177 @@ EDITION_2_HINT = (
 )
 
 
+# -- rules for single values -------------------------------------------------------------
+def _stricter(rule: Rule, why: str) -> Rule:
+    """`rule`, with a message that says kernel-builder accepts the value and why kbuild does not."""
+
+    def stricter(value: Any) -> Problem | None:
+        problem = rule(value)
+        return (f"{problem[0]} ({STRICTER}{why})", problem[1]) if problem else None
+
+    return stricter
+
+
+def _kernel_name(value: str) -> Problem | None:
+    if not NAME_PATTERN.match(value):
+        return (
+            f"invalid name `{show(value)}`",
+            "use lowercase letters, digits and `-`, starting with a letter and not ending with `-`",
+        )
+    if len(value) > NAME_MAX_LENGTH:
+        return (
+            f"the name has {len(value)} characters, more than {NAME_MAX_LENGTH} ({STRICTER}"
+            "the Hub refuses longer repository names, and build folders and op names are made from it)",
+            f"use a name of at most {NAME_MAX_LENGTH} characters",
+        )
+    return None
+
+
+def _git_url(value: str) -> Problem | None:
+    url = value.strip()
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in GIT_URL_SCHEMES and rest.strip("/"):
+        return None
+    if not sep and re.fullmatch(r"[^@\s/:]+@[^\s/:]+:\S+", url):
+        return None
+    return f"invalid git URL `{show(value)}`", "write an https:// (or ssh://, git@host:path) URL of a git repository"
+
+
+def _version(value: str) -> Problem | None:
+    if re.fullmatch(r"\d+\.\d+", value):
+        return None
+    return f"invalid version `{show(value)}`", 'write major.minor, e.g. "12.8" or "2.10"'
+
+
+def _edition(value: int) -> Problem | None:
+    if value == CURRENT_EDITION:
+        return None
+    return (
+        f"unsupported edition {value}",
+        f"set edition = {CURRENT_EDITION} (leave `edition` out only in an edition 4 file; "
+        "`kbuild update-build` upgrades older files)",
+    )
+
+
+def _non_negative(value: int) -> Problem | None:
+    return None if value >= 0 else (f"version must be >= 0, got {value}", "set version = 1")
+
+
+def _python_depends(backend: str | None) -> Rule:
+    allowed = PYTHON_DEPENDS + (BACKEND_PYTHON_DEPENDS[backend] if backend else ())
+    why = "the `kernels` loader refuses a build with an unknown dependency when it loads it"
+    return _stricter(one_of(allowed), why)
+
+
+_capability = _stricter(
+    matches(r"\d+\.\d+[af]?(\+PTX)?", "CUDA capability", '"8.0", "9.0a", "10.0+PTX"'), "nvcc refuses it at build time"
+)
+_rocm_arch = _stricter(matches(r"gfx[0-9a-f]+", "ROCm arch", '"gfx942"'), "the compiler refuses it at build time")
+_kernel_table = _stricter(
+    matches(KERNEL_TABLE_NAME.pattern, "kernel table name", "[kernel.my_kernel_cuda]"),
+    "the name becomes a folder and a CMake target name (letters, digits, `_`, `-`; at most 64)",
+)
+
+
+def _inside(path: str) -> Problem | None:
+    if path and "\0" not in path and not Path(path).is_absolute() and ".." not in Path(path).parts:
+        return None
+    return f"`{show(path)}` must be a path inside the kernel folder", "use a relative path without `..`"
+
+
+_source = _stricter(_inside, "a build reads only files of its kernel folder")
+
+
+# -- the schema --------------------------------------------------------------------------
 @dataclass(frozen=True)
-class KernelSpec:
-    name: str
-    backend: str
-    depends: list[str]
-    src: list[str]
-    include: list[str] = field(default_factory=list)
-    cxx_flags: list[str] = field(default_factory=list)
-    cuda_capabilities: list[str] = field(default_factory=list)
-    cuda_flags: list[str] = field(default_factory=list)
-    cuda_minver: str | None = None
-    rocm_archs: list[str] = field(default_factory=list)
-    hip_flags: list[str] = field(default_factory=list)
-    sycl_flags: list[str] = field(default_factory=list)
+class KernelDependency:
+    repo_id: str = key(example='"org/name"')
+    version: int | None = key(default=None, rule=_non_negative, example="1")
+    revision: str | None = None
+
+    def as_toml(self) -> dict[str, Any]:
+        return {
+            k: v
+            for k, v in (("repo-id", self.repo_id), ("version", self.version), ("revision", self.revision))
+            if v is not None
+        }
+
+
+@dataclass(frozen=True)
+class Hub:
+    repo_id: str | None = key(default=None, example='"org/name"')
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class CudaGeneral:
+    minver: str | None = key(default=None, rule=_version, example='"12.6"')
+    maxver: str | None = key(default=None, rule=_version, example='"13.0"')
+    python_depends: list[str] = key(factory=list, rule=_python_depends("cuda"), example='["nvidia-cutlass-dsl"]')
+    kernel_depends: list[KernelDependency] = key(factory=list, example='[{ repo-id = "org/name", version = 1 }]')
+
+
+@dataclass(frozen=True)
+class XpuGeneral:
+    python_depends: list[str] = key(factory=list, rule=_python_depends("xpu"), example='["onednn"]')
+    kernel_depends: list[KernelDependency] = key(factory=list, example='[{ repo-id = "org/name", version = 1 }]')
+
+
+@dataclass(frozen=True)
+class NeuronGeneral:
+    python_depends: list[str] = key(factory=list, rule=_python_depends("neuron"), example='["nki"]')
+    kernel_depends: list[KernelDependency] = key(factory=list, example='[{ repo-id = "org/name", version = 1 }]')
+
+
+@dataclass(frozen=True)
+class TpuGeneral:
+    python_depends: list[str] = key(factory=list, rule=_python_depends("tpu"), example='["einops"]')
+
+
+@dataclass(frozen=True)
+class General:
+    name: str = key(rule=_kernel_name, example='"my-kernel"')
+    version: int = key(rule=_non_negative, example="1")
+    edition: int = key(rule=_edition, example=str(CURRENT_EDITION))
+    license: str = key(example='"Apache-2.0"')
+    backends: list[str] = key(rule=one_of(ALL_BACKENDS), example='["cpu", "cuda"]')
+    upstream: str | None = key(default=None, rule=_git_url, example='"https://github.com/org/repo"')
+    source: str | None = key(default=None, rule=_git_url, example='"https://github.com/org/repo"')
+    python_depends: list[str] = key(factory=list, rule=_python_depends(None), example='["einops"]')
+    dependencies: list[KernelDependency] = key(
+        "kernel-depends", factory=list, example='[{ repo-id = "org/name", version = 1 }]'
+    )
+    hub: Hub = field(default_factory=Hub)
+    cuda: CudaGeneral = field(default_factory=CudaGeneral)
+    xpu: XpuGeneral = field(default_factory=XpuGeneral)
+    neuron: NeuronGeneral = field(default_factory=NeuronGeneral)
+    tpu: TpuGeneral = field(default_factory=TpuGeneral)
+
+    @property
+    def kernel_depends(self) -> list[dict[str, Any]]:
+        """Every kernel dependency (general and CUDA), as build.toml writes them."""
+        return [d.as_toml() for d in (*self.dependencies, *self.cuda.kernel_depends)]
+
+    @property
+    def cuda_minver(self) -> str | None:
+        return self.cuda.minver
+
+    @property
+    def cuda_maxver(self) -> str | None:
+        return self.cuda.maxver
 
 
 @dataclass(frozen=True)
 class TorchSpec:
-    src: list[str] = field(default_factory=list)
+    src: list[str] = key(factory=list, rule=_source, example='["torch-ext/torch_binding.cpp"]')
     include: list[str] = field(default_factory=list)
     pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
-    minver: str | None = None
-    maxver: str | None = None
+    minver: str | None = key(default=None, rule=_version, example='"2.10"')
+    maxver: str | None = key(default=None, rule=_version, example='"2.13"')
     cxx_flags: list[str] = field(default_factory=list)
-    stable_abi: str | dict[str, str] | None = None
+    stable_abi: str | dict[str, str] | None = key(
+        default=None, rule=_version, names=one_of(ALL_BACKENDS), example='"2.10"'
+    )
 
     def stable_abi_for(self, backend: str) -> str | None:
         if isinstance(self.stable_abi, dict):
@@ -142,29 +238,45 @@ class TorchSpec:
 
 
 @dataclass(frozen=True)
-class NoarchSpec:
+class TvmFfiSpec:
+    src: list[str] = key(factory=list, rule=_source, example='["torch-ext/torch_binding.cpp"]')
+    include: list[str] = field(default_factory=list)
     pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
-    cuda_capabilities: list[str] = field(default_factory=list)
-    rocm_archs: list[str] = field(default_factory=list)
+    cxx_flags: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
-class General:
-    name: str
-    version: int
-    edition: int
-    license: str
-    backends: list[str]
-    upstream: str | None = None
-    source: str | None = None
-    python_depends: list[str] = field(default_factory=list)
-    kernel_depends: list[dict[str, Any]] = field(default_factory=list)
-    hub_repo_id: str | None = None
-    hub_branch: str | None = None
-    cuda_minver: str | None = None
-    cuda_maxver: str | None = None
-    cuda_python_depends: list[str] = field(default_factory=list)
-    xpu_python_depends: list[str] = field(default_factory=list)
+class NoarchSpec:
+    pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
+    cuda_capabilities: list[str] = key("cuda_capabilities", factory=list, example='["8.0"]')
+    rocm_archs: list[str] = key("rocm_archs", factory=list, example='["gfx942"]')
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str = table_name()
+    backend: str = key(rule=one_of(BACKENDS), example='"cuda"')
+    depends: list[str] = key(rule=one_of(KERNEL_DEPENDS), example='["torch"]')
+    src: list[str] = key(rule=_source, example='["my_kernel/kernel.cu"]')
+    include: list[str] = field(default_factory=list)
+    cxx_flags: list[str] = field(default_factory=list)
+    cuda_capabilities: list[str] = key(factory=list, rule=_capability, example='["8.0", "9.0"]', backends=("cuda",))
+    cuda_flags: list[str] = key(factory=list, backends=("cuda",))
+    cuda_minver: str | None = key(default=None, rule=_version, example='"12.8"', backends=("cuda",))
+    rocm_archs: list[str] = key(factory=list, rule=_rocm_arch, example='["gfx942"]', backends=("rocm",))
+    hip_flags: list[str] = key(factory=list, backends=("rocm",))
+    sycl_flags: list[str] = key(factory=list, backends=("xpu",))
+
+
+@dataclass(frozen=True)
+class BuildToml:
+    """The whole file: [general], one framework table, and [kernel.<name>] tables."""
+
+    general: General = key(example="{ ... }")
+    torch: TorchSpec | None = None
+    torch_noarch: NoarchSpec | None = None
+    tvm_ffi: TvmFfiSpec | None = None
+    kernel: dict[str, KernelSpec] = key(factory=dict, names=_kernel_table)
 
 
 @dataclass(frozen=True)
@@ -199,11 +311,11 @@ class Manifest:
 
     @property
     def repo_id(self) -> str:
-        return self.general.hub_repo_id or f"kernels-community/{self.general.name}"
+        return self.general.hub.repo_id or f"kernels-community/{self.general.name}"
 
     @property
     def upload_branch(self) -> str:
-        return self.general.hub_branch or f"v{self.general.version}"
+        return self.general.hub.branch or f"v{self.general.version}"
 
     @property
     def is_noarch(self) -> bool:
@@ -213,22 +325,64 @@ class Manifest:
         return [k for k in self.kernels.values() if k.backend == backend]
 
     def python_depends_for(self, backend: str) -> list[str]:
-        extra = {"cuda": self.general.cuda_python_depends, "xpu": self.general.xpu_python_depends}
+        extra = {
+            "cuda": self.general.cuda.python_depends,
+            "neuron": self.general.neuron.python_depends,
+            "tpu": self.general.tpu.python_depends,
+            "xpu": self.general.xpu.python_depends,
+        }
         return sorted({*self.general.python_depends, *extra.get(backend, [])})
 
 
+# -- reading a file ----------------------------------------------------------------------
+def manifest_path(kernel_dir: Path | str) -> Path:
+    """`<kernel_dir>/build.toml`, or a UsageError that says what to pass instead."""
+    given = Path(kernel_dir)
+    try:
+        if given.name == "build.toml" and given.is_file():
+            return given
+        if given.is_file():
+            raise UsageError(
+                f"{given} is a file, not a kernel folder",
+                fix="pass a kernel folder (one with a build.toml), e.g. kernels/relu",
+            )
+        if not given.is_dir():
+            raise UsageError(f"{given} does not exist", fix="pass a kernel folder, e.g. kernels/relu")
+        path = given / "build.toml"
+        if not path.is_file():
+            raise UsageError(
+                f"{given} has no build.toml, so it is not a kernel folder",
+                fix="pass a kernel folder (kernels/<name>); `kbuild init kernels/<name>` creates a new one",
+            )
+    except OSError as exc:
+        raise UsageError(f"cannot read {show(str(given))}: {exc.strerror}", fix="pass a kernel folder") from None
+    return path
+
+
 def load_manifest(kernel_dir: Path | str) -> Manifest:
-    """Read and validate `<kernel_dir>/build.toml`; raise KbuildError on any problem."""
-    path = Path(kernel_dir) / "build.toml"
-    if not path.is_file():
-        raise KbuildError(
-            "no build.toml here",
+    """Read and validate `<kernel_dir>/build.toml`; raise a KbuildError on any problem."""
+    path = manifest_path(kernel_dir)
+    text = read_text(path)
+    return validate(parse_toml(text, path), path, text)
+
+
+def read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(
+            f"cannot read the file: {exc.strerror}", file=path, line=None, fix="check its permissions"
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ManifestError(
+            f"not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded",
             file=path,
-            fix="run kbuild in a kernel folder (kernels/<name>) or create one with `kbuild init`",
-        )
-    text = path.read_text(encoding="utf-8")
-    data = parse_toml(text, path)
-    return _Validator(path, text).manifest(data)
+            line=line,
+            fix="save build.toml as UTF-8 text (TOML files must be UTF-8)",
+        ) from None
 
 
 def parse_toml(text: str, path: Path) -> dict[str, Any]:
@@ -236,351 +390,224 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
-        raise KbuildError(
+        raise ManifestError(
             f"invalid TOML: {exc}",
             file=path,
-            where=match.group(1) if match else None,
+            line=int(match.group(1)) if match else None,
             fix="correct the TOML syntax at that line (quotes, brackets, `key = value`)",
+        ) from None
+    except RecursionError:
+        raise ManifestError(
+            "invalid TOML: arrays or tables nested too deeply to read",
+            file=path,
+            line=_deepest_line(text),
+            fix="nest arrays and inline tables at most a few levels deep",
+        ) from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        digits = re.search(r"\d{1000,}", text)
+        raise ManifestError(
+            f"invalid TOML: {show(str(exc), 120)}",
+            file=path,
+            line=text.count("\n", 0, digits.start()) + 1 if digits else None,
+            fix="TOML integers are 64-bit: use a smaller number",
         ) from None
 
 
-def detect_edition(data: dict[str, Any]) -> int:
-    general = data.get("general", {})
-    if isinstance(general, dict):
-        if "edition" in general:
-            return general["edition"]
-        if "universal" in general:
-            return 2
+def _deepest_line(text: str) -> int:
+    depth, deepest, line, at = 0, 0, 1, 1
+    for char in text:
+        if char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, line
+        elif char in "]}":
+            depth -= 1
+        elif char == "\n":
+            line += 1
+    return at
+
+
+# -- editions ----------------------------------------------------------------------------
+def detect_edition(raw: dict[str, Any], validator: Validator) -> int:
+    """The file's edition; what it is read from is type-checked first, so the upgrade is safe."""
+    general = raw.get("general", {})
+    if not isinstance(general, dict):
+        raise validator.error(("general",), f"expected a table, got {describe_value(general)}", "write [general]")
+    if "edition" in general:
+        return int(validator.value(int, general["edition"], ("general", "edition"), Key(rule=_edition)))
+    if "universal" in general:
+        validator.value(bool, general["universal"], ("general", "universal"), Key())
+        return 2
     return 4
 
 
-def upgrade_data(data: dict[str, Any], *, path: Path, license: str | None = None) -> dict[str, Any]:
-    """Return edition-5 data for an edition 2 or 4 build.toml (the input is not changed)."""
-    edition = detect_edition(data)
-    if edition == CURRENT_EDITION:
-        return data
+def upgrade_data(data: dict[str, Any], edition: int, *, license: str | None = None) -> dict[str, Any]:
+    """Edition-5 data for an edition 2 or 4 build.toml (the input is not changed).
+
+    Edition 4 lacks only `edition`. Edition 2 also lacks `version`, `backends` (taken from
+    the kernels' backends) and `license`, and a universal kernel becomes [torch-noarch].
+    """
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     general = data.setdefault("general", {})
-    kernel_backends = sorted(
-        {k.get("backend") for k in data.get("kernel", {}).values() if isinstance(k, dict) and k.get("backend")}
-    )
     if edition == 2:
-        universal = general.pop("universal", False)
-        if universal:
+        kernels = data.get("kernel", {})
+        tables = kernels.values() if isinstance(kernels, dict) else []
+        backends = sorted({t["backend"] for t in tables if isinstance(t, dict) and isinstance(t.get("backend"), str)})
+        if general.pop("universal"):
             data.pop("torch", None)
             data["torch-noarch"] = {}
-            general.setdefault("backends", ["cpu", "cuda"] if not kernel_backends else kernel_backends)
-    general.setdefault("backends", kernel_backends)
-    general.setdefault("version", 1)
-    if license is not None:
-        general["license"] = license
+            backends = backends or ["cpu", "cuda"]
+        general.setdefault("backends", backends)
+        general.setdefault("version", 1)
+        if license is not None:
+            general.setdefault("license", license)
     general["edition"] = CURRENT_EDITION
     return data
 
 
-def upgrade_warning(data: dict[str, Any], kernel_dir: Path) -> str:
-    edition = detect_edition(data)
-    upgraded = upgrade_data(data, path=kernel_dir / "build.toml")
-    backends = "[" + ", ".join(f'"{b}"' for b in upgraded["general"].get("backends", [])) + "]"
+def upgrade_warning(edition: int, upgraded: dict[str, Any], kernel_dir: Path) -> str:
     if edition == 2:
+        found = upgraded["general"].get("backends")
+        names = found if isinstance(found, list) and all(isinstance(b, str) for b in found) else []
+        backends = "[" + ", ".join(f'"{b}"' for b in names) + "]"
         return f"{kernel_dir / 'build.toml'}: " + EDITION_2_HINT.format(backends=backends, kernel_dir=kernel_dir)
     return (
         f"{kernel_dir / 'build.toml'}: no `edition` key, reading it as edition 4 and upgrading in memory; "
-        f"add `edition = 5` to [general] (`kbuild update-build {kernel_dir}` does it)"
+        f"add `edition = {CURRENT_EDITION}` to [general] (`kbuild update-build {kernel_dir}` does it)"
     )
 
 
-class _Validator:
-    """Validates the parsed TOML of one file, with precise locations in errors."""
-
-    def __init__(self, path: Path, text: str):
-        self.path = path
-        self.lines = text.splitlines()
-
-    # -- locating keys in the source text ------------------------------------------------
-    def line_of(self, table: str, key: str | None = None) -> int | None:
-        header = re.compile(r"^\s*\[\s*" + re.escape(table).replace(r"\.", r"\s*\.\s*") + r"\s*\]")
-        start = next((i for i, line in enumerate(self.lines) if header.match(line)), None)
-        if start is None:
-            return None
-        if key is None:
-            return start + 1
-        key_re = re.compile(r"^\s*\"?" + re.escape(key) + r"\"?\s*=")
-        for i in range(start + 1, len(self.lines)):
-            if re.match(r"^\s*\[", self.lines[i]):
-                break
-            if key_re.match(self.lines[i]):
-                return i + 1
-        return start + 1
-
-    def fail(self, message: str, table: str, key: str | None = None, fix: str | None = None):
-        line = self.line_of(table, key)
-        where = f"{line}" if line else ""
-        path = f"[{table}]" + (f" {key}" if key else "")
-        raise KbuildError(f"{path}: {message}", file=self.path, where=where, fix=fix)
-
-    # -- generic checks -------------------------------------------------------------------
-    def check_keys(self, table: str, values: dict[str, Any], schema: dict[str, str]) -> None:
-        for key, value in values.items():
-            if key not in schema:
-                close = difflib.get_close_matches(key, list(schema), n=1)
-                hint = f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(schema)}"
-                self.fail(f"unknown key `{key}`", table, key, fix=hint)
-            self.check_type(table, key, value, schema[key])
-
-    def check_type(self, table: str, key: str, value: Any, kind: str) -> None:
-        ok = {
-            STR: isinstance(value, str),
-            INT: isinstance(value, int) and not isinstance(value, bool),
-            BOOL: isinstance(value, bool),
-            STR_LIST: isinstance(value, list) and all(isinstance(v, str) for v in value),
-            TABLE_LIST: isinstance(value, list) and all(isinstance(v, dict) for v in value),
-            ANY_TABLE: isinstance(value, dict),
-            STR_OR_TABLE: isinstance(value, (str, dict)),
-        }[kind]
-        if not ok:
-            self.fail(
-                f"expected a {kind}, got {type(value).__name__} {value!r}",
-                table,
-                key,
-                fix=f"write `{key}` as a {kind}",
-            )
-
-    def require(self, table: str, values: dict[str, Any], key: str, example: str) -> Any:
-        if key not in values:
-            self.fail(f"missing required key `{key}`", table, None, fix=f"add `{key} = {example}` to [{table}]")
-        return values[key]
-
-    def check_choices(self, table: str, key: str, values: list[str], allowed: tuple[str, ...]) -> None:
-        for value in values:
-            if value not in allowed:
-                close = difflib.get_close_matches(value, allowed, n=1)
-                hint = f"did you mean `{close[0]}`? " if close else ""
-                self.fail(f"unknown value `{value}`", table, key, fix=f"{hint}allowed: {', '.join(allowed)}")
-
-    def check_files(self, table: str, key: str, files: list[str]) -> None:
-        root = self.path.parent
-        for rel in files:
-            if Path(rel).is_absolute() or ".." in Path(rel).parts:
-                self.fail(
-                    f"`{rel}` must be a path inside the kernel folder",
-                    table,
-                    key,
-                    fix="use a relative path without `..`",
-                )
-            if not (root / rel).exists():
-                self.fail(f"`{rel}` does not exist", table, key, fix=f"create {root / rel} or remove it from `{key}`")
-
-    # -- the manifest ---------------------------------------------------------------------
-    def manifest(self, raw: dict[str, Any]) -> Manifest:
-        source_edition = detect_edition(raw)
-        if source_edition not in (2, 4, CURRENT_EDITION):
-            self.fail(
-                f"unsupported edition {source_edition!r}", "general", "edition", fix=f"use edition = {CURRENT_EDITION}"
-            )
-        if source_edition != CURRENT_EDITION:
-            warnings.warn(upgrade_warning(raw, self.path.parent), stacklevel=3)
-            if source_edition == 2 and "license" not in raw.get("general", {}):
-                raw = upgrade_data(raw, path=self.path, license="NOASSERTION")
-            else:
-                raw = upgrade_data(raw, path=self.path)
-        for key, value in raw.items():
-            if key not in TOP_LEVEL_KEYS:
-                close = difflib.get_close_matches(key, list(TOP_LEVEL_KEYS), n=1)
-                raise KbuildError(
-                    f"unknown table `[{key}]`",
-                    file=self.path,
-                    where=self.line_of(key) or "",
-                    fix=f"did you mean `[{close[0]}]`?" if close else f"allowed tables: {', '.join(TOP_LEVEL_KEYS)}",
-                )
-            self.check_type(key, key, value, ANY_TABLE)
-        if "general" not in raw:
-            raise KbuildError(
-                "missing table [general]",
-                file=self.path,
-                fix="add [general] with name, version, edition, license and backends",
-            )
-        general = self.general(raw["general"])
-        frameworks = [f for f in FRAMEWORKS if f in raw]
-        if len(frameworks) != 1:
-            found = ", ".join(f"[{f}]" for f in frameworks) or "none"
-            raise KbuildError(
-                f"exactly one framework table is required, found {found}",
-                file=self.path,
-                fix="keep one of [torch] (compiled), [torch-noarch] (pure Python/Triton) or [tvm-ffi]",
-            )
-        framework = frameworks[0]
-        torch = noarch = None
-        if framework == "torch":
-            torch = self.torch(raw["torch"])
-        elif framework == "torch-noarch":
-            noarch = self.noarch(raw["torch-noarch"])
-        else:
-            self.check_keys("tvm-ffi", raw["tvm-ffi"], TVM_FFI_KEYS)
-            torch = TorchSpec(**{k.replace("-", "_"): v for k, v in raw["tvm-ffi"].items()})
-        kernels = {name: self.kernel(name, table) for name, table in raw.get("kernel", {}).items()}
-        if framework != "torch-noarch":
-            for backend in general.backends:
-                if not any(k.backend == backend for k in kernels.values()):
-                    raise KbuildError(
-                        f"[general] backends: backend `{backend}` has no [kernel.*] table",
-                        file=self.path,
-                        where=self.line_of("general", "backends") or "",
-                        fix=f'add a [kernel.<name>] table with backend = "{backend}", '
-                        f"or remove `{backend}` from backends",
-                    )
-        for spec in kernels.values():
-            if spec.backend not in general.backends:
-                self.fail(
-                    f"backend `{spec.backend}` is not listed in [general] backends",
-                    f"kernel.{spec.name}",
-                    "backend",
-                    fix=f'add "{spec.backend}" to [general] backends',
-                )
-        return Manifest(self.path, general, framework, torch, noarch, kernels, source_edition)
-
-    def general(self, values: dict[str, Any]) -> General:
-        self.check_keys("general", values, GENERAL_KEYS)
-        name = self.require("general", values, "name", '"my-kernel"')
-        if not NAME_PATTERN.match(name):
-            self.fail(
-                f"invalid name `{name}`",
-                "general",
-                "name",
-                fix="use lowercase letters, digits and `-`, starting with a letter",
-            )
-        version = self.require("general", values, "version", "1")
-        if version < 1:
-            self.fail(f"version must be >= 1, got {version}", "general", "version", fix="set version = 1")
-        edition = self.require("general", values, "edition", str(CURRENT_EDITION))
-        license_ = self.require("general", values, "license", '"Apache-2.0"')
-        backends = self.require("general", values, "backends", '["cpu", "cuda"]')
-        if not backends:
-            self.fail("backends is empty", "general", "backends", fix='list at least one backend, e.g. ["cuda"]')
-        self.check_choices("general", "backends", backends, BACKENDS + EXPERIMENTAL_BACKENDS)
-        self.check_choices("general", "python-depends", values.get("python-depends", []), PYTHON_DEPENDS)
-        hub = values.get("hub", {})
-        self.check_keys("general.hub", hub, HUB_KEYS)
-        cuda = values.get("cuda", {})
-        self.check_keys("general.cuda", cuda, GENERAL_CUDA_KEYS)
-        self.check_choices("general.cuda", "python-depends", cuda.get("python-depends", []), CUDA_PYTHON_DEPENDS)
-        for key in ("minver", "maxver"):
-            if key in cuda and not VERSION_PATTERN.match(cuda[key]):
-                self.fail(f"`{cuda[key]}` is not a version", "general.cuda", key, fix='write it as "12.6"')
-        xpu = values.get("xpu", {})
-        self.check_keys("general.xpu", xpu, GENERAL_XPU_KEYS)
-        self.check_choices("general.xpu", "python-depends", xpu.get("python-depends", []), XPU_PYTHON_DEPENDS)
-        kernel_depends = [*values.get("kernel-depends", []), *cuda.get("kernel-depends", [])]
-        for dep in kernel_depends:
-            self.kernel_dependency(dep)
-        return General(
-            name=name,
-            version=version,
-            edition=edition,
-            license=license_,
-            backends=list(backends),
-            upstream=values.get("upstream"),
-            source=values.get("source"),
-            python_depends=list(values.get("python-depends", [])),
-            kernel_depends=kernel_depends,
-            hub_repo_id=hub.get("repo-id"),
-            hub_branch=hub.get("branch"),
-            cuda_minver=cuda.get("minver"),
-            cuda_maxver=cuda.get("maxver"),
-            cuda_python_depends=list(cuda.get("python-depends", [])),
-            xpu_python_depends=list(xpu.get("python-depends", [])),
+# -- rules across tables -----------------------------------------------------------------
+def validate(raw: dict[str, Any], path: Path, text: str, *, license: str | None = "NOASSERTION") -> Manifest:
+    """The Manifest of parsed build.toml data, upgraded from edition 2 or 4 with a warning."""
+    validator = Validator(path, text)
+    edition = detect_edition(raw, validator)
+    if edition != CURRENT_EDITION:
+        raw = upgrade_data(raw, edition, license=license)
+        warnings.warn(upgrade_warning(edition, raw, path.parent), stacklevel=3)
+    if "general" not in raw:
+        raise ManifestError(
+            "missing table [general]",
+            file=path,
+            line=None,
+            fix="add [general] with name, version, edition, license and backends",
         )
+    frameworks = [f for f in FRAMEWORKS if f in raw]
+    if len(frameworks) > 1:
+        raise validator.error(
+            (frameworks[1],),
+            f"a second framework table ({', '.join(f'[{f}]' for f in frameworks)})",
+            "keep one of [torch] (compiled), [torch-noarch] (pure Python/Triton) or [tvm-ffi]",
+        )
+    toml = validator.table(BuildToml, raw, ())
+    if not frameworks:
+        raise ManifestError(
+            "no framework table",
+            file=path,
+            line=None,
+            fix="add one of [torch] (compiled), [torch-noarch] (pure Python/Triton) or [tvm-ffi]",
+        )
+    torch = toml.torch
+    if toml.tvm_ffi is not None:
+        ffi = toml.tvm_ffi
+        torch = TorchSpec(src=ffi.src, include=ffi.include, pyext=ffi.pyext, cxx_flags=ffi.cxx_flags)
+    for kernel_table in toml.kernel.values():
+        _check_backend_keys(validator, kernel_table, raw["kernel"][kernel_table.name])
+    general = toml.general
+    _check_backends(validator, general, toml.kernel, noarch=toml.torch_noarch is not None)
+    _check_sources(validator, path.parent, ("torch" if toml.torch else "tvm-ffi",), torch.src if torch else [])
+    for name, kernel_table in toml.kernel.items():
+        _check_sources(validator, path.parent, ("kernel", name), kernel_table.src)
+    return Manifest(path, general, frameworks[0], torch, toml.torch_noarch, toml.kernel, edition)
 
-    def kernel_dependency(self, dep: dict[str, Any]) -> None:
-        self.check_keys("general", dep, KERNEL_DEPENDENCY_KEYS)
-        if "repo-id" not in dep or ("version" in dep) == ("revision" in dep):
-            self.fail(
-                f"kernel dependency {dep!r} is incomplete",
-                "general",
-                "kernel-depends",
-                fix='write { repo-id = "org/name", version = 1 } or { repo-id = "org/name", revision = "<rev>" }',
+
+def _check_backend_keys(validator: Validator, spec: KernelSpec, raw: dict[str, Any]) -> None:
+    for f in fields_of(KernelSpec):
+        if f.info.backends and f.toml in raw and spec.backend not in f.info.backends:
+            raise validator.error(
+                ("kernel", spec.name, f.toml),
+                f"applies to backend `{f.info.backends[0]}` only, this kernel is `{spec.backend}`",
+                f"remove `{f.toml}`",
             )
 
-    def torch(self, values: dict[str, Any]) -> TorchSpec:
-        self.check_keys("torch", values, TORCH_KEYS)
-        self.check_files("torch", "src", values.get("src", []))
-        for key in ("minver", "maxver"):
-            if key in values and not VERSION_PATTERN.match(values[key]):
-                self.fail(f"`{values[key]}` is not a version", "torch", key, fix='write it as "2.12"')
-        stable = values.get("stable-abi")
-        if isinstance(stable, dict):
-            self.check_choices("torch", "stable-abi", list(stable), BACKENDS)
-        return TorchSpec(**{k.replace("-", "_"): v for k, v in values.items()})
 
-    def noarch(self, values: dict[str, Any]) -> NoarchSpec:
-        self.check_keys("torch-noarch", values, NOARCH_KEYS)
-        return NoarchSpec(**values)
+def _check_backends(validator: Validator, general: General, kernels: dict[str, KernelSpec], *, noarch: bool) -> None:
+    if not general.backends:
+        raise validator.error(
+            ("general", "backends"),
+            f"backends is empty ({STRICTER}a kernel that builds for no backend is a mistake)",
+            'list at least one backend, e.g. ["cuda"]',
+        )
+    for spec in kernels.values():
+        if spec.backend not in general.backends:
+            raise validator.error(
+                ("kernel", spec.name, "backend"),
+                f"backend `{spec.backend}` is not listed in [general] backends ({STRICTER}"
+                "kernel-builder would silently skip this table)",
+                f'add "{spec.backend}" to [general] backends',
+            )
+    if noarch:
+        return
+    for backend in general.backends:
+        if not any(k.backend == backend for k in kernels.values()):
+            raise validator.error(
+                ("general", "backends"),
+                f"backend `{backend}` has no [kernel.*] table ({STRICTER}"
+                "a compiled kernel needs sources for each backend it claims)",
+                f'add a [kernel.<name>] table with backend = "{backend}", or remove `{backend}` from backends',
+            )
 
-    def kernel(self, name: str, values: dict[str, Any]) -> KernelSpec:
-        table = f"kernel.{name}"
-        self.check_type("kernel", name, values, ANY_TABLE)
-        self.check_keys(table, values, KERNEL_KEYS)
-        backend = self.require(table, values, "backend", '"cuda"')
-        self.check_choices(table, "backend", [backend], BACKENDS + EXPERIMENTAL_BACKENDS)
-        depends = self.require(table, values, "depends", '["torch"]')
-        self.check_choices(table, "depends", depends, KERNEL_DEPENDS)
-        src = self.require(table, values, "src", '["my_kernel/kernel.cu"]')
-        self.check_files(table, "src", src)
-        for key, only in BACKEND_ONLY_KEYS.items():
-            if key in values and backend != only:
-                self.fail(
-                    f"`{key}` applies to backend `{only}` only, this kernel is `{backend}`",
-                    table,
-                    key,
-                    fix=f"remove `{key}`",
-                )
-        for cap in values.get("cuda-capabilities", []):
-            if not CAPABILITY_PATTERN.match(cap):
-                self.fail(
-                    f"invalid CUDA capability `{cap}`",
-                    table,
-                    "cuda-capabilities",
-                    fix='use values like "8.0", "9.0a", "10.0+PTX"',
-                )
-        for arch in values.get("rocm-archs", []):
-            if not ROCM_ARCH_PATTERN.match(arch):
-                self.fail(f"invalid ROCm arch `{arch}`", table, "rocm-archs", fix='use values like "gfx942"')
-        return KernelSpec(name=name, **{k.replace("-", "_"): v for k, v in values.items()})
+
+def _check_sources(validator: Validator, root: Path, table: tuple[str, ...], files: list[str]) -> None:
+    for rel in files:
+        try:
+            exists = (root / rel).exists()
+        except OSError as exc:
+            raise validator.error(
+                (*table, "src"), f"`{show(rel)}` cannot be read: {exc.strerror}", "fix the path"
+            ) from None
+        if not exists:
+            raise validator.error(
+                (*table, "src"),
+                f"`{show(rel)}` does not exist ({STRICTER}kernel-builder finds it missing only when it builds)",
+                f"create {show(str(root / rel), 120)} or remove it from `src`",
+            )
 
 
 def upgrade_file(kernel_dir: Path, *, license: str | None = None) -> str:
     """Rewrite build.toml as edition 5, keeping comments and layout; return the new text."""
     import tomlkit
 
-    path = Path(kernel_dir) / "build.toml"
-    if not path.is_file():
-        raise KbuildError("no build.toml here", file=path, fix="pass a kernel folder")
-    text = path.read_text(encoding="utf-8")
+    path = manifest_path(kernel_dir)
+    text = read_text(path)
     raw = parse_toml(text, path)
-    edition = detect_edition(raw)
+    edition = detect_edition(raw, Validator(path, text))
     if edition == CURRENT_EDITION:
         return text
-    upgraded = upgrade_data(raw, path=path, license=license)
+    upgraded = upgrade_data(raw, edition, license=license)
     if "license" not in upgraded["general"]:
-        raise KbuildError(
+        raise ManifestError(
             "build.toml has no license, and the upgrade cannot invent one",
             file=path,
-            where="[general]",
+            line=SourceMap(text).line(("general",)),
             fix="pass --license <SPDX id>, e.g. `kbuild update-build --license MIT <dir>`",
         )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        validate(raw, path, text, license=license)
     doc = tomlkit.parse(text)
     general = doc["general"]
     if "universal" in general:
         del general["universal"]
-    for key in ("version", "edition", "license", "backends"):
-        if key not in general:
-            general[key] = upgraded["general"][key]
+    for name in ("version", "edition", "license", "backends"):
+        if name not in general:
+            general[name] = upgraded["general"][name]
     general["edition"] = CURRENT_EDITION
     if "torch-noarch" in upgraded and "torch-noarch" not in doc:
         if "torch" in doc:
             del doc["torch"]
         doc["torch-noarch"] = tomlkit.table()
     new_text = tomlkit.dumps(doc)
-    _Validator(path, new_text).manifest(parse_toml(new_text, path))
+    validate(parse_toml(new_text, path), path, new_text)
     path.write_text(new_text, encoding="utf-8")
     return new_text

@@ -8,18 +8,13 @@ sorted and stable.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from kbuild import gitrepo
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, load_manifest
+from kbuild.tomlcompat import tomllib
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant
 
 VARIANTS_FILE = Path(__file__).parent / "data" / "variants.toml"
