@@ -339,13 +339,11 @@ def manifest_path(kernel_dir: Path | str) -> Path:
     """`<kernel_dir>/build.toml`, or a UsageError that says what to pass instead."""
     given = Path(kernel_dir)
     try:
-        if given.name == "build.toml" and given.is_file():
-            return given
         if given.is_file():
-            raise UsageError(
-                f"{given} is a file, not a kernel folder",
-                fix="pass a kernel folder (one with a build.toml), e.g. kernels/relu",
-            )
+            fix = "pass a kernel folder (one with a build.toml), e.g. kernels/relu"
+            if given.name == "build.toml":
+                fix = f"pass its folder: {given.parent}"
+            raise UsageError(f"{given} is a file, not a kernel folder", fix=fix)
         if not given.is_dir():
             raise UsageError(f"{given} does not exist", fix="pass a kernel folder, e.g. kernels/relu")
         path = given / "build.toml"
@@ -390,10 +388,11 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
+        line = int(match.group(1)) if match else text.count("\n") + 1  # "at end of document"
         raise ManifestError(
             f"invalid TOML: {exc}",
             file=path,
-            line=int(match.group(1)) if match else None,
+            line=line,
             fix="correct the TOML syntax at that line (quotes, brackets, `key = value`)",
         ) from None
     except RecursionError:
@@ -481,10 +480,6 @@ def upgrade_warning(edition: int, upgraded: dict[str, Any], kernel_dir: Path) ->
 def validate(raw: dict[str, Any], path: Path, text: str, *, license: str | None = "NOASSERTION") -> Manifest:
     """The Manifest of parsed build.toml data, upgraded from edition 2 or 4 with a warning."""
     validator = Validator(path, text)
-    edition = detect_edition(raw, validator)
-    if edition != CURRENT_EDITION:
-        raw = upgrade_data(raw, edition, license=license)
-        warnings.warn(upgrade_warning(edition, raw, path.parent), stacklevel=3)
     if "general" not in raw:
         raise ManifestError(
             "missing table [general]",
@@ -492,6 +487,10 @@ def validate(raw: dict[str, Any], path: Path, text: str, *, license: str | None 
             line=None,
             fix="add [general] with name, version, edition, license and backends",
         )
+    edition = detect_edition(raw, validator)
+    if edition != CURRENT_EDITION:
+        raw = upgrade_data(raw, edition, license=license)
+        warnings.warn(upgrade_warning(edition, raw, path.parent), stacklevel=3)
     frameworks = [f for f in FRAMEWORKS if f in raw]
     if len(frameworks) > 1:
         raise validator.error(
