@@ -18,6 +18,7 @@ from typing import Any
 
 from kbuild.errors import ManifestError, UsageError
 from kbuild.schema import (
+    Checked,
     Key,
     Problem,
     Rule,
@@ -142,10 +143,18 @@ _source = _stricter(_inside, "a build reads only files of its kernel folder")
 
 # -- the schema --------------------------------------------------------------------------
 @dataclass(frozen=True)
-class KernelDependency:
+class KernelDependency(Checked):
     repo_id: str = key(example='"org/name"')
     version: int | None = key(default=None, rule=_non_negative, example="1")
     revision: str | None = None
+
+    def problem(self) -> Problem | None:
+        if (self.version is None) == (self.revision is None):
+            return (
+                f"the dependency on {show(self.repo_id)} needs exactly one of `version` and `revision`",
+                'write { repo-id = "org/name", version = 1 } or { repo-id = "org/name", revision = "<rev>" }',
+            )
+        return None
 
     def as_toml(self) -> dict[str, Any]:
         return {

@@ -4,7 +4,8 @@ A dataclass field is a key of its table. Its annotation is the value's type (`st
 `bool`, `list[T]`, `dict[str, T]`, another dataclass for a sub-table, `A | B`, `| None` for an
 optional key); a field without a default is a required key. `key(...)` adds what the
 annotation cannot say: the TOML name when it is not the field name with `_` -> `-`, a rule
-for each value, one for the names of a `dict` table, and an example for the fix line.
+for each value, one for the names of a `dict` table, and an example for the fix line. A
+class that derives from `Checked` adds a rule across its keys.
 Every error names the file, the line of the key (or of its table) and the fix.
 """
 
@@ -60,6 +61,13 @@ def key(
 def table_name() -> Any:
     """A field that receives the name of its table (`[kernel.<name>]`) instead of a key."""
     return dataclasses.field(metadata={TABLE_NAME: True})
+
+
+class Checked:
+    """A schema class with a rule across its keys: `problem()` returns None or (message, fix)."""
+
+    def problem(self) -> Problem | None:
+        raise NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -227,7 +235,11 @@ class Validator:
                 )
         if name is not None:
             values.update({f.name: name for f in dataclasses.fields(cls) if f.metadata.get(TABLE_NAME)})
-        return cls(**values)
+        result = cls(**values)
+        problem = result.problem() if isinstance(result, Checked) else None
+        if problem:
+            raise self.error(where, *problem)
+        return result
 
     def value(self, tp: Any, value: Any, where: tuple[str, ...], info: Key) -> Any:
         origin = typing.get_origin(tp)
