@@ -217,10 +217,11 @@ class Validator:
             if toml_key not in known:
                 close = difflib.get_close_matches(toml_key, list(known), n=1)
                 if not where:
-                    raise self.error(
-                        (toml_key,),
+                    raise ManifestError(
                         f"unknown table `[{show(toml_key)}]`",
-                        f"did you mean `[{close[0]}]`?" if close else f"valid tables: {', '.join(known)}",
+                        file=self.path,
+                        line=self.source.line((toml_key,)),
+                        fix=f"did you mean `[{close[0]}]`?" if close else f"valid tables: {', '.join(known)}",
                     )
                 fix = f"did you mean `{close[0]}`?" if close else f"valid keys: {', '.join(known) or 'none'}"
                 raise self.error((*where, toml_key), f"unknown key `{show(toml_key)}`", fix)

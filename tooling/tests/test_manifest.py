@@ -1,3 +1,4 @@
+import re
 import warnings
 from pathlib import Path
 
@@ -148,3 +149,114 @@ def test_update_build_persists_the_upgrade_and_keeps_comments(kernel_dir):
         warnings.simplefilter("error")
         manifest = load_manifest(kernel_dir)
     assert (manifest.general.edition, manifest.general.license, manifest.backends) == (5, "MIT", ["cpu"])
+
+
+# Every key of the build.toml format (edition 5), table by table, as kernel-builder defines it.
+FORMAT_KEYS = {
+    "general": [
+        "name", "version", "edition", "license", "backends", "upstream", "source", "python-depends",
+        "kernel-depends", "hub", "cuda", "xpu", "neuron", "tpu",
+    ],
+    "general.kernel-depends": ["repo-id", "version", "revision"],
+    "general.hub": ["repo-id", "branch"],
+    "general.cuda": ["minver", "maxver", "python-depends", "kernel-depends"],
+    "general.xpu": ["python-depends", "kernel-depends"],
+    "general.neuron": ["python-depends", "kernel-depends"],
+    "general.tpu": ["python-depends"],
+    "torch": ["src", "include", "pyext", "minver", "maxver", "cxx-flags", "stable-abi"],
+    "torch-noarch": ["pyext", "cuda_capabilities", "rocm_archs"],
+    "tvm-ffi": ["src", "include", "pyext", "cxx-flags"],
+    "kernel.<name>": [
+        "backend", "depends", "src", "include", "cxx-flags", "cuda-capabilities", "cuda-flags", "cuda-minver",
+        "rocm-archs", "hip-flags", "sycl-flags",
+    ],
+}  # fmt: skip
+
+
+def test_the_schema_classes_have_exactly_the_keys_of_the_format():
+    from kbuild.manifest import (
+        CudaGeneral,
+        General,
+        Hub,
+        KernelDependency,
+        KernelSpec,
+        NeuronGeneral,
+        NoarchSpec,
+        TorchSpec,
+        TpuGeneral,
+        TvmFfiSpec,
+        XpuGeneral,
+    )
+    from kbuild.schema import fields_of
+
+    classes = {
+        "general": General,
+        "general.kernel-depends": KernelDependency,
+        "general.hub": Hub,
+        "general.cuda": CudaGeneral,
+        "general.xpu": XpuGeneral,
+        "general.neuron": NeuronGeneral,
+        "general.tpu": TpuGeneral,
+        "torch": TorchSpec,
+        "torch-noarch": NoarchSpec,
+        "tvm-ffi": TvmFfiSpec,
+        "kernel.<name>": KernelSpec,
+    }
+    assert {table: [f.toml for f in fields_of(cls)] for table, cls in classes.items()} == FORMAT_KEYS
+
+
+def test_every_key_of_the_format_is_accepted(tmp_path):
+    """The corpus's edition 5 manifests use every key of the format, and kbuild reads them."""
+    from manifest_fuzz import DATA, kernel_folder
+
+    paths = [DATA / name for name in ("e5-every-key.toml", "e5-noarch.toml", "e5-tvm-ffi.toml")]
+    texts = "".join(path.read_text() for path in paths)
+    for table, keys in FORMAT_KEYS.items():
+        for key in keys:
+            assert re.search(rf"^{re.escape(key)} = |[[.{{ ]{re.escape(key)}[].= ]", texts, re.M), (table, key)
+    for path in paths:
+        assert load_manifest(kernel_folder(path, tmp_path)).general.edition == 5
+
+
+def test_sub_table_of_general_from_the_kernels_library_is_accepted(kernel_dir):
+    rewrite(kernel_dir, "[torch]", '[general.neuron]\npython-depends = ["nki"]\n\n[torch]')
+    assert load_manifest(kernel_dir).python_depends_for("neuron") == ["nki"]
+
+
+def test_unknown_table_is_reported_on_its_own_line(kernel_dir):
+    rewrite(kernel_dir, "[torch]", "[general.nueron]\npython-depends = []\n\n[torch]")
+    err = error_of(kernel_dir)
+    assert err.message == "[general] nueron: unknown key `nueron`" and err.line == 8
+    assert err.fix == "did you mean `neuron`?"
+    (kernel_dir / "build.toml").write_text((kernel_dir / "build.toml").read_text() + "\n[extra]\nx = 1\n")
+    rewrite(kernel_dir, "[general.nueron]\npython-depends = []\n", "")
+    err = error_of(kernel_dir)
+    assert err.message == "unknown table `[extra]`" and err.line == 17
+
+
+def test_unknown_value_lists_the_valid_ones_and_the_closest(kernel_dir):
+    rewrite(kernel_dir, 'backends = ["cpu"]', 'backends = ["cpu", "cdua"]')
+    err = error_of(kernel_dir)
+    assert err.message == "[general] backends: unknown value `cdua`" and err.line == 6
+    assert err.fix == "did you mean `cuda`? valid: cpu, cuda, metal, rocm, xpu, cann, neuron, tpu"
+
+
+BAD_EDITS = {
+    "typo in a key": ('depends = ["torch"]', 'depends = ["torch"]\ncuda-capabilites = ["8.0"]'),
+    "unknown value": ('backends = ["cpu"]', 'backends = ["cdua"]'),
+    "wrong type": ("version = 1", "version = [1]"),
+    "missing key": ('license = "MIT"\n', ""),
+    "syntax": ('license = "MIT"', "license = MIT"),
+}
+
+
+@pytest.mark.parametrize("edit", BAD_EDITS)
+def test_check_and_build_print_the_same_diagnostic(kernel_dir, capsys, edit):
+    rewrite(kernel_dir, *BAD_EDITS[edit])
+    expected = str(error_of(kernel_dir))
+    assert "\n  fix: " in expected
+    assert main(["check", str(kernel_dir)]) == 1
+    path, rest = expected.split(": ", 1)
+    assert capsys.readouterr().out == f"{path}: error: {rest}\n"
+    assert main(["build", str(kernel_dir)]) == 2
+    assert capsys.readouterr().err == f"error: {expected}\n"
