@@ -80,7 +80,7 @@ class Field:
 
 
 @cache
-def fields_of(cls: type) -> tuple[Field, ...]:
+def fields_of(cls: Any) -> tuple[Field, ...]:
     """The TOML keys of a schema class, in declaration order."""
     hints = typing.get_type_hints(cls)
     result = []
@@ -136,7 +136,9 @@ def describe_type(tp: Any) -> str:
 
 
 def describe_value(value: Any) -> str:
-    kind = {str: "string", int: "integer", bool: "boolean", float: "float", list: "list", dict: "table"}
+    if isinstance(value, str):
+        return f'string "{show(value)}"'
+    kind = {int: "integer", bool: "boolean", float: "float", list: "list", dict: "table"}
     return f"{kind.get(type(value), type(value).__name__)} {show(value)}"
 
 
@@ -212,7 +214,8 @@ class Validator:
             raise self.error(
                 where, f"expected a table, got {describe_value(value)}", f"write [{dotted(where)}] as a table"
             )
-        known = {f.toml: f for f in fields_of(cls)}
+        schema: Any = cls
+        known = {f.toml: f for f in fields_of(schema)}
         for toml_key in value:
             if toml_key not in known:
                 close = difflib.get_close_matches(toml_key, list(known), n=1)
@@ -235,7 +238,7 @@ class Validator:
                     where, f"missing required key `{f.toml}`", f"add `{f.toml} = {example}` to [{dotted(where)}]"
                 )
         if name is not None:
-            values.update({f.name: name for f in dataclasses.fields(cls) if f.metadata.get(TABLE_NAME)})
+            values.update({f.name: name for f in dataclasses.fields(schema) if f.metadata.get(TABLE_NAME)})
         result = cls(**values)
         problem = result.problem() if isinstance(result, Checked) else None
         if problem:
@@ -258,7 +261,7 @@ class Validator:
             return [self.value(item_type, item, where, info) for item in value]
         if origin is dict:
             _, item_type = typing.get_args(tp)
-            result = {}
+            result: dict[str, Any] = {}
             for name, item in value.items():
                 problem = info.names(name) if info.names else None
                 if problem:
@@ -278,4 +281,7 @@ class Validator:
     def type_error(self, tp: Any, value: Any, where: tuple[str, ...], info: Key) -> ManifestError:
         expected = describe_type(tp)
         example = f", e.g. `{where[-1]} = {info.example}`" if info.example else ""
-        return self.error(where, f"expected a {expected}, got {describe_value(value)}", f"write a {expected}{example}")
+        article = "an" if expected[0] in "aeiou" else "a"
+        return self.error(
+            where, f"expected {article} {expected}, got {describe_value(value)}", f"write {article} {expected}{example}"
+        )

@@ -53,7 +53,8 @@ def test_unknown_table(kernel_dir):
 def test_wrong_type(kernel_dir):
     rewrite(kernel_dir, "version = 1", 'version = "1"')
     err = error_of(kernel_dir)
-    assert "[general] version: expected a integer" in err.message.replace("an integer", "a integer")
+    assert err.message == '[general] version: expected an integer, got string "1"'
+    assert err.fix == "write an integer, e.g. `version = 1`"
     assert err.line == 3
 
 
