@@ -12,7 +12,7 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
-REPORT_BUGS_AT = "the issue tracker of the kernels monorepo that ships kbuild"
+REPORT_BUGS_AT = "the issue tracker of the kernels monorepo (this repository)"
 
 
 class KbuildError(Exception):

@@ -72,7 +72,7 @@ def _stricter(rule: Rule, why: str) -> Rule:
 
 
 def _kernel_name(value: str) -> Problem | None:
-    if not NAME_PATTERN.match(value):
+    if not NAME_PATTERN.fullmatch(value):
         return (
             f"invalid name `{show(value)}`",
             "use lowercase letters, digits and `-`, starting with a letter and not ending with `-`",
@@ -440,7 +440,11 @@ def detect_edition(raw: dict[str, Any], validator: Validator) -> int:
     """The file's edition; what it is read from is type-checked first, so the upgrade is safe."""
     general = raw.get("general", {})
     if not isinstance(general, dict):
-        raise validator.error(("general",), f"expected a table, got {describe_value(general)}", "write [general]")
+        raise validator.error(
+            ("general",),
+            f"expected a table, got {describe_value(general)}",
+            "write a [general] header and its `key = value` lines",
+        )
     if "edition" in general:
         return int(validator.value(int, general["edition"], ("general", "edition"), Key(rule=_edition)))
     if "universal" in general:
