@@ -31,7 +31,8 @@ class Finding:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
-        return f"{where}: {self.severity}: {self.message}" + (f"\n  fix: {self.fix}" if self.fix else "")
+        text = f"{where}: {self.severity}: {self.message}"
+        return text + (f"\n  fix: {self.fix}" if self.fix else "")
 
 
 def format_findings(findings: list[Finding]) -> list[str]:
