@@ -49,6 +49,8 @@ BACKEND_PYTHON_DEPENDS = {"cuda": ("nvidia-cutlass-dsl",), "neuron": ("nki",), "
 CUTLASS_DEPENDS = tuple(f"cutlass_{v}" for v in ("2_10", "3_5", "3_6", "3_8", "3_9", "4_0", "4_4", "4_5"))
 KERNEL_DEPENDS = ("torch", *CUTLASS_DEPENDS, "sycl_tla", "metal-cpp")
 GIT_URL_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "git+https", "git+http")
+# kbuild also takes file:// URLs (local mirrors, and the upstream repositories of sync's tests).
+KBUILD_GIT_URL_SCHEMES = (*GIT_URL_SCHEMES, "file")
 STRICTER = "kbuild is stricter than kernel-builder here on purpose: "
 
 # What edition 2 (the 2025 guides' format) lacks, in the words a user needs.
@@ -89,7 +91,7 @@ def _kernel_name(value: str) -> Problem | None:
 def _git_url(value: str) -> Problem | None:
     url = value.strip()
     scheme, sep, rest = url.partition("://")
-    if sep and scheme in GIT_URL_SCHEMES and rest.strip("/"):
+    if sep and scheme in KBUILD_GIT_URL_SCHEMES and rest.strip("/"):
         return None
     if not sep and re.fullmatch(r"[^@\s/:]+@[^\s/:]+:\S+", url):
         return None

@@ -2,9 +2,9 @@
 
 `kernels` (the PyPI loader, a test extra) carries kernel-builder's manifest parser as
 `kernels._rust.Build.open`. Each case below is a manifest written for this test; both parsers
-read it. Where kbuild decides differently on purpose, the case is listed in STRICTER (kbuild
-rejects what kernel-builder accepts; its message says so) or READS_OLDER (edition 2 files,
-which kernel-builder no longer reads and kbuild upgrades).
+read it. Where kbuild decides differently on purpose, the case is listed in STRICTER_CASES
+(kbuild rejects what kernel-builder accepts; its message says so) or KBUILD_READS (edition 2
+files, which kernel-builder no longer reads, and file:// URLs), each with the reason.
 """
 
 import warnings
@@ -213,7 +213,6 @@ INVALID = {
     "empty upstream": swap(GENERAL_END, GENERAL_END + 'upstream = ""\n'),
     "upstream without a scheme": swap(GENERAL_END, GENERAL_END + 'upstream = "github.com/a/b"\n'),
     "upstream as a local path": swap(GENERAL_END, GENERAL_END + 'source = "/srv/git/a"\n'),
-    "upstream with the file scheme": swap(GENERAL_END, GENERAL_END + 'source = "file:///srv/git/a"\n'),
     "upstream with only a scheme": swap(GENERAL_END, GENERAL_END + 'upstream = "https://"\n'),
     "torch minver with one part": add(TORCH_END, 'minver = "2"'),
     "torch maxver with three parts": add(TORCH_END, 'maxver = "2.10.0"'),
@@ -266,8 +265,15 @@ STRICTER_CASES = {
     "missing source file": (swap(CPU_END, 'src = ["parity_cpu/missing.cpp"]\n'), "found at check time, not build time"),
 }
 
-# kernel-builder no longer reads edition 2 (the 2025 format); kbuild reads it with an upgrade warning.
-READS_OLDER = {f"corpus {path.name}": path.read_text() for path in sorted(DATA.glob("e2-*.toml"))}
+# kernel-builder rejects these; kbuild reads them, on purpose, for the reason given.
+KBUILD_READS = {
+    f"corpus {path.name}": (path.read_text(), "kbuild still reads edition 2 (the 2025 format), with an upgrade warning")
+    for path in sorted(DATA.glob("e2-*.toml"))
+}
+KBUILD_READS["upstream with the file scheme"] = (
+    swap(GENERAL_END, GENERAL_END + 'source = "file:///srv/git/a"\n'),
+    "local mirrors, and the upstream repositories that sync's tests make, are file:// URLs",
+)
 
 
 def decisions(text: str, root: Path) -> tuple[KbuildError | None, Exception | None]:
@@ -317,7 +323,9 @@ def test_kbuild_is_stricter_on_purpose_and_says_so(case, tmp_path):
     assert kbuild_error is not None and STRICTER in kbuild_error.message, str(kbuild_error)
 
 
-@pytest.mark.parametrize("case", READS_OLDER)
-def test_kbuild_reads_edition_2_which_kernel_builder_no_longer_does(case, tmp_path):
-    kbuild_error, kernels_error = decisions(READS_OLDER[case], tmp_path)
-    assert kernels_error is not None and kbuild_error is None, str(kbuild_error)
+@pytest.mark.parametrize("case", KBUILD_READS)
+def test_kbuild_reads_on_purpose_what_kernel_builder_does_not(case, tmp_path):
+    text, _reason = KBUILD_READS[case]
+    kbuild_error, kernels_error = decisions(text, tmp_path)
+    assert kernels_error is not None, "kernel-builder reads it too, the case is no difference"
+    assert kbuild_error is None, str(kbuild_error)
