@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# Local hub folders store binaries with git-lfs, as the Hub does; a folder created without it
+# would keep them as plain git objects for good.
+bash scripts/system-packages.sh git-lfs
 exec .venv/bin/kbuild all "$@"

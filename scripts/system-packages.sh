@@ -3,8 +3,10 @@
 #   clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs  ROCm device-only compiles (gfx942)
 #   git-lfs                                           local hub folders track binaries with LFS
 #   nix-bin                                           flake.nix parse/evaluation checks
+# With arguments, only those packages (scripts/main.sh: git-lfs).
 set -euo pipefail
 packages=(clang-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs git-lfs nix-bin)
+[ $# -eq 0 ] || packages=("$@")
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

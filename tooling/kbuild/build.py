@@ -23,6 +23,7 @@ from packaging.version import Version
 from kbuild import __version__, abi, gitrepo, paths
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
+from kbuild.inputs import input_uid
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.variants import NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
@@ -49,8 +50,8 @@ def parse_variant_for(manifest: Manifest, name: str) -> Variant:
 
 
 def project_for(manifest: Manifest, variant: Variant) -> Project:
-    """The build tree of `variant`, named after the kernel sources' current uid."""
-    uid = gitrepo.source_uid(manifest.kernel_dir)
+    """The build tree of `variant`, its namespace named after a hash of the build's inputs."""
+    uid = input_uid(manifest)
     return Project(
         manifest, variant, ops_name(manifest, variant.backend, uid), manifest.kernel_dir / ".kbuild" / variant.name
     )
@@ -300,9 +301,9 @@ def _noarch_archs(manifest: Manifest, backend: str) -> list[str]:
 
 def _provenance(kernel_dir: Path) -> dict:
     provenance: dict = {"kernel-builder": {"version": __version__}, "sources": source_digest(kernel_dir)}
-    head = gitrepo.head_commit(kernel_dir)
-    if head is not None:
-        provenance["kernel"] = {"commit": head[0], "dirty": head[1]}
+    state = gitrepo.kernel_state(kernel_dir)
+    if state is not None:
+        provenance["kernel"] = state
     return provenance
 
 

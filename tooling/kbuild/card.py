@@ -1,9 +1,11 @@
 """The kernel card: a kernel's CARD.md (Jinja) rendered into the Hub README.
 
 Everything the template sees is read from files, never by importing the kernel: the API from
-`torch-ext/<python_name>/__init__.py` and `layers.py` (parsed with `ast`), the variants from
-`build/` (folder names and each `metadata.json`), the latest benchmark from
-`benchmarks/results/`.
+`torch-ext/<python_name>/__init__.py` and `layers.py` (parsed with `ast`), the published variants
+(the target branch's, else those under `build/`), the variants CI builds (`kbuild matrix`), and
+the newest benchmark result of each device from `benchmarks/results/*.json` (the JSON written by
+a kernel's benchmark script: `machine`, `rows` with the columns of each case and `us`, the time
+per implementation in microseconds).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from kbuild import paths
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, load_manifest
+from kbuild.variants import Variant
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "card" / "CARD.md.j2"
 # Licenses the Hub knows by id (lower case); anything else is published as `other`.
@@ -53,6 +56,7 @@ class Function:
     name: str
     signature: str  # "relu(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor"
     doc: str
+    required: tuple[str, ...] = ()  # the annotations of the arguments without a default
 
 
 @dataclass(frozen=True)
@@ -64,14 +68,48 @@ class BuiltVariant:
 
 @dataclass(frozen=True)
 class Benchmark:
-    results: str  # the Markdown of the newest benchmarks/results/*.md
-    plot: str | None  # link to the PNG next to it
-    source: str  # its file name
+    device: str  # "NVIDIA H100 80GB HBM3"
+    date: str  # "2026-11-24"
+    software: str  # "torch 2.11.0+cu130, CUDA 13.0"
+    calls: int | None  # the median is taken over this many calls
+    columns: list[str]  # the case's parameters, e.g. ["M", "N", "K"]
+    implementations: list[str]  # keys of `us`, in the file's order
+    rows: list[dict]
+    plot: str | None  # link to the PNG of the same name, if any
+    source: str  # the JSON file's name
+
+    def table(self, labels: dict[str, str] | None = None) -> str:
+        """A Markdown table: one row per case, one column per implementation (those of `labels`,
+        named by it, when given), the median time in microseconds of the file's first run."""
+        shown = [(key, (labels or {}).get(key, key)) for key in (labels or dict.fromkeys(self.implementations))]
+        header = [*self.columns, *(f"{label} (µs)" for _, label in shown)]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in self.rows:
+            times = [_first(row.get("us", {}).get(key)) for key, _ in shown]
+            cells = [str(row.get(column, "")) for column in self.columns]
+            cells += ["-" if t is None else f"{t:.1f}" for t in times]
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n".join(lines)
 
 
-def render_card(kernel_dir: Path, *, link_base: Path | None = None) -> str:
+def _first(value: object) -> float | None:
+    """A time, or the first run's of a list of runs."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def render_card(
+    kernel_dir: Path,
+    *,
+    link_base: Path | None = None,
+    repo_id: str | None = None,
+    published: list[str] | None = None,
+) -> str:
     """Render `kernel_dir/CARD.md`. Links to benchmark plots are relative to `link_base` when
-    given (e.g. the folder of a copy under docs/), else to the kernel folder (the Hub layout)."""
+    given (e.g. the folder of a copy under docs/), else to the kernel folder (the Hub layout).
+    `repo_id`: the repository published to (default: build.toml's); `published`: the variants on
+    its version branch after the upload (default: those built under `build/`)."""
     kernel_dir = Path(kernel_dir)
     manifest = load_manifest(kernel_dir)
     template_path = kernel_dir / "CARD.md"
@@ -81,12 +119,13 @@ def render_card(kernel_dir: Path, *, link_base: Path | None = None) -> str:
             file=str(template_path),
             fix=f"copy {DEFAULT_TEMPLATE} to it and edit it",
         )
-    return render_template(template_path.read_text(encoding="utf-8"), template_path, card_context(manifest, link_base))
+    context = card_context(manifest, link_base, repo_id=repo_id, published=published)
+    return render_template(template_path.read_text(encoding="utf-8"), template_path, context)
 
 
-def render_template(text: str, path: Path, context: dict) -> str:
-    """Render in Jinja's immutable sandbox: a card (a contributor's file) sees only `context`,
-    may not reach Python internals (`__globals__`, `os`, ...) nor change what it is given."""
+def template_environment() -> ImmutableSandboxedEnvironment:
+    """Jinja's immutable sandbox: a card (a contributor's file) sees only its context, may not
+    reach Python internals (`__globals__`, `os`, ...) nor change what it is given."""
     env = ImmutableSandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -94,6 +133,11 @@ def render_template(text: str, path: Path, context: dict) -> str:
         lstrip_blocks=True,
     )
     env.globals.clear()  # no `lipsum`, `cycler`, `joiner`, `namespace`, `range`, `dict`
+    return env
+
+
+def render_template(text: str, path: Path, context: dict) -> str:
+    env = template_environment()
     env.filters["hub_license"] = hub_license
     env.filters["docstring"] = docstring_markdown
     try:
@@ -119,14 +163,24 @@ def render_template(text: str, path: Path, context: dict) -> str:
         ) from None
 
 
-def card_context(manifest: Manifest, link_base: Path | None = None) -> dict:
+def card_context(
+    manifest: Manifest,
+    link_base: Path | None = None,
+    *,
+    repo_id: str | None = None,
+    published: list[str] | None = None,
+) -> dict:
     kernel_dir = manifest.kernel_dir
     package = kernel_dir / "torch-ext" / manifest.python_name
-    benchmark = latest_benchmark(kernel_dir, link_base)
+    benchmarks = latest_benchmarks(kernel_dir, link_base)
+    built = built_variants(kernel_dir / "build")
+    if published is not None:
+        archs = {variant.name: variant.archs for variant in built}
+        built = [BuiltVariant(name, Variant.parse(name).backend, archs.get(name, [])) for name in sorted(published)]
     return {
         "name": manifest.name,
         "python_name": manifest.python_name,
-        "repo_id": manifest.repo_id,
+        "repo_id": repo_id or manifest.repo_id,
         "version": manifest.version,
         "license": manifest.general.license,
         "upstream": manifest.general.upstream,
@@ -135,10 +189,42 @@ def card_context(manifest: Manifest, link_base: Path | None = None) -> dict:
         "summary": module_doc(package / "__init__.py"),
         "functions": public_functions(package / "__init__.py"),
         "layers": layer_classes(package / "layers.py"),
-        "variants": built_variants(kernel_dir / "build"),
-        "has_benchmark": benchmark is not None,
-        "benchmark": benchmark,
+        "example": usage_example(manifest, public_functions(package / "__init__.py"), repo_id or manifest.repo_id),
+        "variants": built,
+        "ci_variants": ci_variants(manifest),
+        "benchmarks": benchmarks,
     }
+
+
+EXAMPLE_VALUES = {"torch.Tensor": "x", "Tensor": "x", "float": "2.0", "int": "2", "bool": "False"}
+
+
+def usage_example(manifest: Manifest, functions: list[Function], repo_id: str) -> str:
+    """Python that loads the kernel and calls its first function on a small tensor, from the
+    signature: tensors are `x`, numbers small constants; arguments with defaults are left out."""
+    name = manifest.python_name
+    device = '"cuda" if torch.cuda.is_available() else "cpu"' if "cpu" in manifest.backends else '"cuda"'
+    lines = [
+        "import torch",
+        "from kernels import get_kernel",
+        "",
+        f'{name} = get_kernel("{repo_id}", version={manifest.version})',
+        f"device = {device}",
+        "x = torch.randn(2, 4, device=device)",
+    ]
+    if functions:
+        main = functions[0]
+        arguments = [EXAMPLE_VALUES.get(annotation, "x") for annotation in main.required]
+        lines.append(f"print({name}.{main.name}({', '.join(arguments)}))")
+    return "\n".join(lines)
+
+
+def ci_variants(manifest: Manifest) -> list[BuiltVariant]:
+    """The variants the release workflow builds for this kernel (`kbuild matrix --release`)."""
+    from kbuild.matrix import kernel_jobs, load_supported
+
+    jobs = kernel_jobs(manifest.kernel_dir, manifest, load_supported())
+    return [BuiltVariant(job["variant"], job["backend"], list(job["archs"])) for job in jobs]
 
 
 def hub_license(spdx: str) -> str:
@@ -211,8 +297,29 @@ def public_functions(init_py: Path) -> list[Function]:
         if node is None:
             node = _imported_def(tree, name, init_py.parent)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(Function(name, f"{name}{_signature(node)}", ast.get_docstring(node) or ""))
+            signature = _signature(node, constants=_constants(tree))
+            functions.append(Function(name, f"{name}{signature}", ast.get_docstring(node) or "", _required(node)))
     return functions
+
+
+def _required(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
+    args = node.args
+    positional = args.posonlyargs + args.args
+    without_default = positional[: len(positional) - len(args.defaults)]
+    without_default += [arg for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True) if default is None]
+    return tuple(ast.unparse(arg.annotation) if arg.annotation else "" for arg in without_default)
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level names bound to a literal number or string: shown by value in signatures."""
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            if isinstance(node.value.value, (int, float, str)) and not isinstance(node.value.value, bool):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        constants[target.id] = repr(node.value.value)
+    return constants
 
 
 def layer_classes(layers_py: Path) -> list[Function]:
@@ -276,7 +383,9 @@ def _imported_def(tree: ast.Module, name: str, package: Path) -> ast.AST | None:
     return None
 
 
-def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_self: bool = False) -> str:
+def _signature(
+    node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_self: bool = False, constants: dict[str, str] | None = None
+) -> str:
     """`(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor`, PEP 8 spacing."""
     args = node.args
     positional = args.posonlyargs + args.args
@@ -284,24 +393,27 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef, *, skip_self: bool 
     params = []
     for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
         if not (skip_self and index == 0):
-            params.append(_param(arg, default))
+            params.append(_param(arg, default, constants))
         if args.posonlyargs and index == len(args.posonlyargs) - 1:
             params.append("/")
     if args.vararg:
         params.append("*" + _param(args.vararg, None))
     elif args.kwonlyargs:
         params.append("*")
-    params += [_param(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
+    params += [_param(arg, default, constants) for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)]
     if args.kwarg:
         params.append("**" + _param(args.kwarg, None))
     returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
     return f"({', '.join(params)}){returns}"
 
 
-def _param(arg: ast.arg, default: ast.expr | None) -> str:
+def _param(arg: ast.arg, default: ast.expr | None, constants: dict[str, str] | None = None) -> str:
     text = arg.arg + (f": {ast.unparse(arg.annotation)}" if arg.annotation else "")
     if default is not None:
-        text += (" = " if arg.annotation else "=") + ast.unparse(default)
+        value = ast.unparse(default)
+        if isinstance(default, ast.Name):
+            value = (constants or {}).get(default.id, value)
+        text += (" = " if arg.annotation else "=") + value
     return text
 
 
@@ -324,18 +436,58 @@ def built_variants(build_dir: Path) -> list[BuiltVariant]:
     return variants
 
 
-def latest_benchmark(kernel_dir: Path, link_base: Path | None = None) -> Benchmark | None:
-    """The newest (by file name) `benchmarks/results/*.md`, and the PNG of the same stem if any."""
-    results = sorted((kernel_dir / "benchmarks" / "results").glob("*.md"))
-    if not results:
-        return None
-    latest = results[-1]
-    kernel_dir = Path(kernel_dir)
-    text = paths.inside(kernel_dir, latest.relative_to(kernel_dir), what="benchmark result").read_text(encoding="utf-8")
-    png = latest.with_suffix(".png")
+def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[Benchmark]:
+    """The newest result of each device in `benchmarks/results/*.json` (by the date it records,
+    then by file name), sorted by device; files without `machine` and `rows` are not results."""
+    newest: dict[str, tuple[str, str, Benchmark]] = {}
+    for path in sorted((kernel_dir / "benchmarks" / "results").glob("*.json")):
+        text = paths.inside(kernel_dir, path.relative_to(kernel_dir), what="benchmark result").read_text(
+            encoding="utf-8"
+        )
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise KbuildError(
+                f"invalid JSON: {err.msg}",
+                file=str(path),
+                where=err.lineno,
+                fix="rerun the benchmark or delete the file",
+            ) from None
+        if not (
+            isinstance(data, dict) and isinstance(data.get("machine"), dict) and isinstance(data.get("rows"), list)
+        ):
+            continue
+        benchmark = _benchmark(path, data, kernel_dir, link_base)
+        stamp = str(data["machine"].get("date_utc", ""))
+        if benchmark.device not in newest or (stamp, path.name) > newest[benchmark.device][:2]:
+            newest[benchmark.device] = (stamp, path.name, benchmark)
+    return [newest[device][2] for device in sorted(newest)]
+
+
+def _benchmark(path: Path, data: dict, kernel_dir: Path, link_base: Path | None) -> Benchmark:
+    machine = data["machine"]
+    rows = [row for row in data["rows"] if isinstance(row, dict)]
+    implementations = list(dict.fromkeys(key for row in rows for key in row.get("us", {})))
+    columns = list(
+        dict.fromkeys(k for row in rows for k, v in row.items() if isinstance(v, (int, str)) and not k.endswith("_us"))
+    )
+    software = [f"torch {machine['torch']}"] if machine.get("torch") else []
+    software += [f"CUDA {machine['cuda']}"] if machine.get("cuda") else []
+    software += [f"ROCm {machine['rocm']}"] if machine.get("rocm") else []
+    png = path.with_suffix(".png")
     plot = None
     if png.is_file() or png.is_symlink():
         png = paths.inside(kernel_dir, png.relative_to(kernel_dir), what="benchmark plot")
         base = Path(link_base) if link_base is not None else kernel_dir
-        plot = Path(os.path.relpath(png, base.resolve())).as_posix()
-    return Benchmark(text.strip(), plot, latest.name)
+        plot = Path(os.path.relpath(png.resolve(), base.resolve())).as_posix()
+    return Benchmark(
+        device=str(machine.get("device") or "unknown device"),
+        date=str(machine.get("date_utc", ""))[:10],
+        software=", ".join(software),
+        calls=data.get("calls") if isinstance(data.get("calls"), int) else None,
+        columns=columns,
+        implementations=implementations,
+        rows=rows,
+        plot=plot,
+        source=path.name,
+    )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild.errors import ManifestError
 from kbuild.hubid import repo_id_problem
+from kbuild.inputs import SOURCE_SUFFIXES, build_inputs
 from kbuild.manifest import load_manifest
 
 REGISTERING_DECORATORS = {
@@ -19,6 +21,15 @@ REGISTERING_DECORATORS = {
     "register_torch_dispatch",
 }
 PREFIX_FUNCTION = "add_op_namespace_prefix"
+EXTENSION_NAME = "TORCH_EXTENSION_NAME"
+# TORCH_LIBRARY(ns, m), TORCH_LIBRARY_IMPL_EXPAND(ns, CPU, m), STABLE_TORCH_LIBRARY(ns, m), ...
+REGISTRATION_MACRO = re.compile(
+    r"\b(?P<macro>(?P<stable>STABLE_)?TORCH_LIBRARY(?P<kind>_IMPL|_FRAGMENT)?(?P<expand>_EXPAND)?)"
+    r"\s*\(\s*(?P<namespace>[^,()\s]*)"
+)
+# Comments, string and character literals (blanked before matching), and preprocessor definitions.
+NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+DEFINE = re.compile(r"^[ \t]*#[ \t]*define\b.*?(?<!\\)$", re.MULTILINE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,9 @@ def check_kernel(kernel_dir: Path | str) -> list[Finding]:
     if package_dir.is_dir():
         for path in sorted(package_dir.rglob("*.py")):
             findings += check_op_registration(path)
+    for rel in build_inputs(manifest):
+        if rel.suffix in SOURCE_SUFFIXES:
+            findings += check_cpp_registration(kernel_dir / rel)
     return findings
 
 
@@ -126,4 +140,33 @@ def check_op_registration(path: Path) -> list[Finding]:
                         "two builds of the kernel can load side by side",
                     )
                 )
+    return findings
+
+
+def _blank(match: re.Match[str]) -> str:
+    """The matched text with everything but its line breaks replaced by spaces."""
+    return re.sub(r"[^\n]", " ", match.group())
+
+
+def check_cpp_registration(path: Path) -> list[Finding]:
+    """C++ ops must be registered in the build's namespace: `TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME,
+    ...)` (and its IMPL and STABLE_ forms), never under a literal namespace."""
+    code = DEFINE.sub(_blank, NOT_CODE.sub(_blank, path.read_text(encoding="utf-8", errors="replace")))
+    findings = []
+    for match in REGISTRATION_MACRO.finditer(code):
+        macro, namespace = match["macro"], match["namespace"]
+        if match["expand"] and namespace == EXTENSION_NAME:
+            continue
+        kind = "_IMPL" if match["kind"] == "_IMPL" else ""
+        wanted = f"{match['stable'] or ''}TORCH_LIBRARY{kind}_EXPAND"
+        rest = ", <dispatch key>, ops" if kind else ", ops"
+        findings.append(
+            Finding(
+                path,
+                code.count("\n", 0, match.start()) + 1,
+                f"`{macro}({namespace}, ...)` registers ops under a fixed namespace; each build must register "
+                f"them under its own ({EXTENSION_NAME}) so that two builds of the kernel can load side by side",
+                fix=f"write `{wanted}({EXTENSION_NAME}{rest})` (registration.h defines it)",
+            )
+        )
     return findings

@@ -16,6 +16,17 @@ from kbuild.redact import scrub
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
     """Kernel folders named on the command line; none means every kernel under ./kernels."""
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise KbuildError(
+                f"{path} does not exist",
+                fix=f"pass a kernel folder such as kernels/relu, or create it with `kbuild init {path}`",
+            )
+        if not (path / "build.toml").is_file():
+            raise KbuildError(
+                f"{path} has no build.toml, so it is not a kernel folder",
+                fix="pass a kernel folder such as kernels/relu, or create one with `kbuild init <folder>`",
+            )
     if paths:
         return [Path(p) for p in paths]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
@@ -167,6 +178,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from kbuild import matrix
 
     root = Path(".")
+    if not (root / "kernels").is_dir():
+        raise KbuildError("no kernels/ folder here", fix="run `kbuild matrix` from the repository root")
     if args.release:
         kernel_dirs = matrix.named_kernels(root, [Path(k).name for k in args.release])
     elif args.changed_since:
@@ -227,7 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
             )
         return sub
 
-    sub = command("build", cmd_build, "Build kernels for this environment's variant and stage build/<variant>/.")
+    sub = command(
+        "build",
+        cmd_build,
+        "Build kernels for this environment's variant and stage build/<variant>/. Builds are incremental: "
+        "only what changed is compiled again, and editing tests, benchmarks or docs compiles nothing.",
+    )
     sub.add_argument("--variant", help="variant name to build (must match this environment's torch)")
     sub.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
 
@@ -338,7 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(
         "publish",
         cmd_publish,
-        "Publish built variants, benchmarks and the card to a Hub kernel repository.",
+        "Publish built variants, benchmarks and the card to a Hub kernel repository. The Hub token comes "
+        "from HF_TOKEN, else from `hf auth login`.",
         kernels=False,
     )
     sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
@@ -370,7 +389,16 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         split = argv.index("--")
         argv, passthrough = argv[:split], argv[split + 1 :]
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command == "test":
+        print(f"error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
+        print(
+            f"  fix: pass pytest arguments after --: kbuild test {' '.join(args.kernels)} -- {' '.join(unknown)}",
+            file=sys.stderr,
+        )
+        return 2
+    if unknown:
+        parser.parse_args(argv)  # argparse's own message for the other commands
     args.pytest_args = passthrough
     warnings.formatwarning = lambda message, category, *rest: f"warning: {message}\n"
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -50,46 +49,26 @@ def toplevel(path: Path) -> Path | None:
     return Path(out.stdout.strip()) if out.returncode == 0 else None
 
 
-def source_uid(directory: Path) -> str:
-    """7 hex digits naming the committed tree of `directory`, `_dirty` added when tracked
-    files differ from it. Outside git (or for an untracked folder) a hash of the files."""
+def kernel_state(directory: Path) -> dict | None:
+    """Where `directory` stands against the commit checked out, None outside git:
+    {"commit": HEAD or None, "state": "clean" | "dirty" | "uncommitted", "dirty": bool}.
+    `dirty`: a tracked file changed or an untracked one (not ignored) appeared in it;
+    `uncommitted`: HEAD holds no such folder (or there is no commit yet)."""
     directory = directory.resolve()
-    root = toplevel(directory)
-    if root is not None:
-        rel = directory.relative_to(root).as_posix()
-        spec = f"HEAD:{rel}" if rel != "." else "HEAD^{tree}"
-        tree = subprocess.run(
-            ["git", "rev-parse", "--verify", "--quiet", spec], cwd=root, capture_output=True, text=True, check=False
-        ).stdout.strip()
-        if tree:
-            dirty = git(["status", "--porcelain", "--untracked-files=no", "--", rel], root).strip()
-            return tree[:7] + ("_dirty" if dirty else "")
-    return _content_hash(directory)
-
-
-def head_commit(directory: Path) -> tuple[str, bool] | None:
-    """(commit id, dirty) of the repository holding `directory`, or None outside git."""
     root = toplevel(directory)
     if root is None:
         return None
-    commit = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", "HEAD"], cwd=root, capture_output=True, text=True, check=False
-    ).stdout.strip()
-    if not commit:
-        return None
-    rel = directory.resolve().relative_to(root).as_posix()
-    dirty = bool(git(["status", "--porcelain", "--untracked-files=no", "--", rel], root).strip())
-    return commit, dirty
-
-
-def _content_hash(directory: Path) -> str:
-    digest = hashlib.sha1()
-    skip = {"build", ".kbuild", "__pycache__"}
-    for path in sorted(directory.rglob("*")):
-        rel = path.relative_to(directory)
-        if path.is_file() and not skip.intersection(rel.parts):
-            digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:7]
+    rel = directory.relative_to(root).as_posix()
+    commit = git(["rev-parse", "--verify", "--quiet", "HEAD"], root, check=False).strip() or None
+    spec = f"HEAD:{rel}" if rel != "." else "HEAD^{tree}"
+    in_commit = commit is not None and bool(git(["rev-parse", "--verify", "--quiet", spec], root, check=False).strip())
+    if not in_commit:
+        state = "uncommitted"
+    elif git(["status", "--porcelain", "--untracked-files=all", "--", rel], root).strip():
+        state = "dirty"
+    else:
+        state = "clean"
+    return {"commit": commit, "state": state, "dirty": state != "clean"}
 
 
 # --- upstream sync (kbuild.sync): fetch into a cache, read trees and blobs, apply patches ---

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbuild import gitrepo
 from kbuild.build import build_kernel
 from kbuild.errors import KbuildError
 from kbuild.manifest import load_manifest
@@ -31,6 +32,9 @@ class KernelResult:
     load: str = "not run"
     published: str = "not run"
     seconds: float = 0.0
+    repo_id: str = ""
+    version: int = 0
+    checkout: Path | None = None  # the published version branch, checked out beside the hub repository
 
     @property
     def ok(self) -> bool:
@@ -49,17 +53,40 @@ def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
     if result.returncode != 0:
         return "failed: " + (result.stderr.strip().splitlines() or ["?"])[-1]
     module, _, functions = result.stdout.strip().partition(" ")
-    return f"ok ({module}, {len([f for f in functions.split(',') if f])} functions)"
+    count = len([f for f in functions.split(",") if f])
+    return f"ok ({module}, {count} function{'' if count == 1 else 's'})"
 
 
-def publish_locally(kernel_dir: Path, variant: str, hub: Path) -> str:
+def publish_locally(kernel_dir: Path, variant: str, hub: Path) -> tuple[str, Path]:
     """Publish the tested variant, the card and the benchmarks into the local hub folder (this
-    machine's toolchain is not manylinux-portable: ABI findings are allowed there and only there)."""
+    machine's toolchain is not manylinux-portable: ABI findings are allowed there and only there);
+    return a summary and the checkout of the version branch that `kernels` loads."""
     from kbuild.publish import prepare_release, publish_to_folder
 
     for release in (prepare_release(kernel_dir, variants=[variant]), prepare_release(kernel_dir, card_only=True)):
         repo = publish_to_folder(release, hub, allow_nonportable=True, log=lambda line: None)
-    return f"{repo} ({release.branch})"
+    return f"{repo} ({release.branch})", check_out_branch(repo, release.branch)
+
+
+def check_out_branch(repo: Path, branch: str) -> Path:
+    """`<repo>@<branch>`: a worktree of `repo` at the head of `branch` (detached, so that
+    publishing can still check the branch out), created or moved to the branch's new head."""
+    checkout = repo.with_name(f"{repo.name}@{branch}")
+    if (checkout / ".git").exists():
+        gitrepo.git(["checkout", "--quiet", "--force", "--detach", branch], checkout)
+    else:
+        gitrepo.git(["worktree", "prune"], repo)
+        gitrepo.git(["worktree", "add", "--quiet", "--detach", str(checkout.resolve()), branch], repo)
+    return checkout
+
+
+def load_command(result: KernelResult) -> str | None:
+    """The shell command that loads the published checkout of `result` with `kernels`."""
+    if result.checkout is None:
+        return None
+    path = str(result.checkout) if result.checkout.is_absolute() else f"$PWD/{result.checkout}"
+    code = f"from kernels import get_kernel; print(get_kernel('{result.repo_id}', version={result.version}))"
+    return f'LOCAL_KERNELS={result.repo_id}="{path}" .venv/bin/python -c "{code}"'
 
 
 def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
@@ -72,8 +99,9 @@ def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
         code = run_tests(kernel_dir, ci=True, build=False)
         result.tests = "passed" if code == 0 else f"failed (pytest exit {code})"
         result.load = load_with_kernels(kernel_dir.resolve(), manifest.repo_id, manifest.version)
+        result.repo_id, result.version = manifest.repo_id, manifest.version
         if hub is not None and result.ok:
-            result.published = publish_locally(kernel_dir, result.variant, hub)
+            result.published, result.checkout = publish_locally(kernel_dir, result.variant, hub)
     except KbuildError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         result.build = "failed" if result.build != "ok" else result.build
@@ -87,6 +115,9 @@ def format_table(results: list[KernelResult]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    commands = [command for command in map(load_command, results) if command]
+    if commands:
+        lines += ["", "Load a published build with `kernels` (from the repository root):", *commands]
     return "\n".join(lines)
 
 

@@ -25,7 +25,7 @@ from filelock import FileLock, Timeout
 
 from kbuild import gitrepo, paths
 from kbuild.abi import check_abi
-from kbuild.card import latest_benchmark, render_card
+from kbuild.card import latest_benchmarks, render_card
 from kbuild.errors import KbuildError
 from kbuild.hubid import check_branch, check_repo_id
 from kbuild.manifest import Manifest, load_manifest
@@ -54,12 +54,14 @@ class Release:
     branch_units: list[Unit] = field(default_factory=list)
     main_units: list[Unit] = field(default_factory=list)
     abi_findings: list[str] = field(default_factory=list)  # `kbuild check --abi` of the variants
+    card: Callable[[list[str]], bytes] | None = None  # README.md for the variants on the branch after upload
 
     def require_portable(self) -> None:
         if self.abi_findings:
             raise KbuildError(
                 "the ABI check fails:\n  " + "\n  ".join(self.abi_findings),
-                fix="build in the manylinux_2_28 container that `kbuild matrix` names",
+                fix="build in the manylinux_2_28 container that `kbuild matrix` names; "
+                "to publish into a local hub folder anyway, add --allow-nonportable to `kbuild publish --to`",
             )
 
 
@@ -112,16 +114,21 @@ def prepare_release(
             for p in sorted((kernel_dir / "benchmarks").glob("benchmark*.py"))
         }
         units.append(Unit("benchmarks", benchmarks, "Upload benchmarks"))
-        main: dict[str, Path | bytes] = {"README.md": render_card(kernel_dir).encode()}
-        benchmark = latest_benchmark(kernel_dir)
-        if benchmark and benchmark.plot:
-            main[benchmark.plot] = kernel_dir / benchmark.plot
+
+        def card(published: list[str]) -> bytes:
+            return render_card(kernel_dir, repo_id=repo_id, published=published).encode()
+
+        main: dict[str, Path | bytes] = {"README.md": card(variants or sorted(built))}
+        for benchmark in latest_benchmarks(kernel_dir):
+            if benchmark.plot:
+                main[benchmark.plot] = kernel_dir / benchmark.plot
         return Release(
             repo_id,
             branch,
             units,
             [Unit("", main, "Update the kernel card")],
             findings,
+            card,
         )
     return Release(repo_id, branch, units, [], findings)
 
@@ -198,10 +205,11 @@ def publish_to_hub(release: Release, api=None, *, log: Callable[[str], None] = p
     try:
         api.create_repo(release.repo_id, repo_type=REPO_TYPE, exist_ok=True)
         api.create_branch(release.repo_id, branch=release.branch, repo_type=REPO_TYPE, exist_ok=True)
-        for branch, units in ((release.branch, release.branch_units), ("main", release.main_units)):
-            for unit in units:
-                commit = _commit_unit(api, release.repo_id, branch, unit)
-                log(f"{branch}: {unit.message}: {commit or 'unchanged'}")
+        for unit in release.branch_units:
+            commit = _commit_unit(api, release.repo_id, release.branch, unit)
+            log(f"{release.branch}: {unit.message}: {commit or 'unchanged'}")
+        for unit in _card_units(release, lambda: _hub_variants(api, release.repo_id, release.branch)):
+            log(f"main: {unit.message}: {_commit_unit(api, release.repo_id, 'main', unit) or 'unchanged'}")
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "?"
         raise KbuildError(
@@ -209,6 +217,28 @@ def publish_to_hub(release: Release, api=None, *, log: Callable[[str], None] = p
             fix="check the repository id and that the token (HF_TOKEN or `hf auth login`) "
             "may write to the organization",
         ) from None
+
+
+def _card_units(release: Release, branch_variants: Callable[[], list[str]]) -> list[Unit]:
+    """The main units, the card rendered for the variants on the version branch now."""
+    if release.card is None or not any("README.md" in unit.files for unit in release.main_units):
+        return release.main_units
+    readme = release.card(branch_variants())
+    return [
+        Unit(u.prefix, {**u.files, "README.md": readme}, u.message) if "README.md" in u.files else u
+        for u in release.main_units
+    ]
+
+
+def _hub_variants(api, repo_id: str, branch: str) -> list[str]:
+    from huggingface_hub import RepoFolder
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        entries = api.list_repo_tree(repo_id, "build", revision=branch, repo_type=REPO_TYPE)
+        return sorted(entry.path.removeprefix("build/") for entry in entries if isinstance(entry, RepoFolder))
+    except EntryNotFoundError:
+        return []
 
 
 def _commit_unit(api, repo_id: str, branch: str, unit: Unit) -> str | None:
@@ -319,8 +349,13 @@ def _publish_locked(release: Release, repo: Path, log: Callable[[str], None]) ->
         finally:
             gitrepo.git(["worktree", "remove", "--force", str(worktree)], repo, check=False)
             gitrepo.git(["worktree", "prune"], repo, check=False)
-    for unit in release.main_units:
+    for unit in _card_units(release, lambda: _folder_variants(repo, release.branch)):
         log(f"main: {unit.message}: {_commit_local(repo, unit) or 'unchanged'}")
+
+
+def _folder_variants(repo: Path, branch: str) -> list[str]:
+    listing = gitrepo.git(["ls-tree", "--name-only", branch, "build/"], repo)
+    return sorted(line.removeprefix("build/") for line in listing.splitlines() if line)
 
 
 def _init_hub_repo(repo: Path) -> None:

@@ -100,6 +100,12 @@ def _built(kernel: Path, name: str, backend: str, archs: list[str]) -> None:
     (kernel / "build" / name / "metadata.json").write_text(json.dumps({"backend": {"type": backend, "archs": archs}}))
 
 
+def _result(path: Path, device: str, date: str, us: float) -> None:
+    machine = {"date_utc": date, "device": device, "torch": "2.11.0", "cuda": "13.0"}
+    rows = [{"M": 64, "dtype": "bf16", "floor_us": 1.0, "us": {"fancy": [us, us + 1], "torch": None}}]
+    path.write_text(json.dumps({"machine": machine, "calls": 30, "rows": rows}))
+
+
 def _front_matter(card: str) -> dict:
     assert card.startswith("---\n")
     return yaml.safe_load(card.split("---\n")[1])
@@ -111,8 +117,10 @@ def test_default_template_with_everything(tmp_path):
     _built(kernel, "torch213-cxx11-cpu-x86_64-linux", "cpu", [])
     results = kernel / "benchmarks" / "results"
     results.mkdir(parents=True)
-    (results / "2026-01-01-h100.md").write_text("| old |\n")
-    (results / "2026-02-01-h100.md").write_text("| shape | TFLOPS |\n|---|---|\n| 4096 | 1000 |\n")
+    _result(results / "2026-01-01-h100.json", "NVIDIA H100", "2026-01-01T10:00:00+00:00", 99.0)
+    _result(results / "2026-02-01-h100.json", "NVIDIA H100", "2026-02-01T10:00:00+00:00", 12.25)
+    _result(results / "2026-01-15-mi300.json", "AMD MI300X", "2026-01-15T10:00:00+00:00", 20.0)
+    (results / "notes.json").write_text('{"not": "a result"}')
     (results / "2026-02-01-h100.png").write_bytes(b"\x89PNG")
     card = render_card(kernel)
 
@@ -123,6 +131,8 @@ def test_default_template_with_everything(tmp_path):
     }
     assert "# fancy-op\n\nFancy op: doubles things.\n" in card
     assert 'fancy_op = get_kernel("org/fancy-op", version=3)' in card
+    assert "x = torch.randn(2, 4, device=device)\nprint(fancy_op.fancy(x))" in card
+    assert 'get_kernel("me/x", version=3)' in render_card(kernel, repo_id="me/x")
     assert "fancy(x: 'torch.Tensor', *, times: int = 2) -> 'torch.Tensor'" in card
     assert "- `x`: the input, any shape.\n- `times` (int): how often." in card
     assert "**Returns:**\n\nA new tensor." in card
@@ -134,11 +144,13 @@ def test_default_template_with_everything(tmp_path):
     assert card.index("torch213-cxx11-cpu-x86_64-linux") < card.index("torch213-cxx11-cu130-x86_64-linux")
     assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda | 9.0a |" in card
     assert "| `torch213-cxx11-cpu-x86_64-linux` | cpu | - |" in card
-    assert (
-        "From `benchmarks/results/2026-02-01-h100.md`" in card and "| 4096 | 1000 |" in card and "| old |" not in card
-    )
-    assert "![Benchmark results](benchmarks/results/2026-02-01-h100.png)" in card
-    assert "- Upstream: <https://github.com/example/fancy>" in card
+    assert card.index("### AMD MI300X (2026-01-15)") < card.index("### NVIDIA H100 (2026-02-01)")
+    assert "over 30 calls, torch 2.11.0, CUDA 13.0; lower is better" in card
+    assert "| M | dtype | fancy (µs) | torch (µs) |\n|---|---|---|---|\n| 64 | bf16 | 12.2 | - |" in card
+    assert "99.0" not in card and "not a result" not in card
+    assert "![Benchmark results on NVIDIA H100](benchmarks/results/2026-02-01-h100.png)" in card
+    assert "- Upstream project: <https://github.com/example/fancy>" in card
+    assert "- Source code: <https://github.com/example/kernels>" in card
     # a copy elsewhere links the plot relative to itself
     docs = tmp_path / "docs" / "cards"
     assert "(../../kernels/fancy-op/benchmarks/results/2026-02-01-h100.png)" in render_card(kernel, link_base=docs)
@@ -150,7 +162,7 @@ def test_default_template_renders_a_bare_kernel(tmp_path):
     card = render_card(kernel)
     assert _front_matter(card)["license"] == "other"
     assert _front_matter(card)["license_name"] == "licenseref-custom"
-    assert "No variant has been built yet." in card
+    assert "No build has been published yet." in card
     assert "## Layers" not in card and "## Benchmarks" not in card
 
 
@@ -197,7 +209,7 @@ def test_kbuild_init_writes_a_card_that_renders(tmp_path):
         "tags": ["kernels", "cpu", "cuda"],
     }
     assert 'my_op = get_kernel("kernels-community/my-op", version=1)' in card
-    assert "## Functions" in card and "No variant has been built yet." in card
+    assert "## Functions" in card and "No build has been published yet." in card
 
 
 def test_gemm_card_states_what_rocm_support_means():
@@ -205,3 +217,76 @@ def test_gemm_card_states_what_rocm_support_means():
 
     card = render_card(Path(__file__).resolve().parents[2] / "kernels" / "gemm")
     assert "ROCm: compiled and algorithm-tested, not run on hardware by this project's CI" in card
+
+
+def test_published_variants_come_from_the_branch_and_ci_variants_apart(tmp_path):
+    kernel = _kernel(tmp_path)
+    _built(kernel, "torch213-cxx11-cu130-x86_64-linux", "cuda", ["9.0a"])
+    _built(kernel, "torch213-cxx11-cpu-x86_64-linux", "cpu", [])
+    card = render_card(kernel, published=["torch212-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"])
+    assert "| `torch212-cxx11-cpu-x86_64-linux` | cpu | - |" in card
+    assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda | 9.0a |" in card
+    assert "torch213-cxx11-cpu-x86_64-linux" not in card
+    assert "Each release is built for " in card and "the table above lists those published so far" in card
+
+
+def test_module_constants_show_by_value_in_signatures(tmp_path):
+    kernel = _kernel(tmp_path)
+    init = kernel / "torch-ext" / "fancy_op" / "__init__.py"
+    init.write_text(
+        INIT_PY.replace("times: int = 2", "times: int = TIMES").replace("from ._ops", "TIMES = 2\nfrom ._ops")
+    )
+    assert "fancy(x: 'torch.Tensor', *, times: int = 2) -> 'torch.Tensor'" in render_card(kernel)
+
+
+# Words of the project's own logs and tools that mean nothing to a Hub user.
+INTERNAL_WORDS = ["lent", "device call", "ours", "ours_challenge_layout", "run 4", "NOTES", "DEVICE_RUNS", "_dirty"]
+
+
+def _html(card: str):
+    from markdown_it import MarkdownIt
+
+    body = card.split("---\n", 2)[2]  # the Hub shows the front matter apart
+    return body, MarkdownIt("commonmark").enable("table").render(body)
+
+
+def _card_structure(card: str, python_name: str) -> None:
+    import re
+
+    body, html = _html(card)
+    levels = [int(level) for level in re.findall(r"<h([1-6])>", html)]
+    assert levels.count(1) == 1 and levels[0] == 1, levels
+    assert all(b - a <= 1 for a, b in zip(levels, levels[1:], strict=False)), f"a heading level is skipped: {levels}"
+    fenced = re.sub(r"```.*?```", "", body, flags=re.DOTALL)
+    table_blocks = re.findall(r"(?:^\|.*\|\n)+", fenced, flags=re.MULTILINE)
+    assert html.count("<table>") == len(table_blocks)
+    for table in re.findall(r"<table>.*?</table>", html, flags=re.DOTALL):
+        rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.DOTALL)
+        widths = {len(re.findall(r"<t[hd][ >]", row)) for row in rows}
+        assert len(widths) == 1, table
+    text = re.sub(r"<[^>]+>", " ", html)
+    for word in INTERNAL_WORDS:
+        assert not re.search(rf"(?<![\w.]){re.escape(word)}", text, flags=re.IGNORECASE), word
+    usage = re.search(r"## Usage\n\n```python\n(.*?)```", body, flags=re.DOTALL)
+    assert usage and re.search(rf"print\({python_name}\.\w+\(", usage[1]), "the example calls no function"
+
+
+@pytest.mark.parametrize("kernel", ["relu", "gemm"])
+def test_repository_cards_render_to_well_formed_html(kernel):
+    card = render_card(Path(__file__).resolve().parents[2] / "kernels" / kernel, repo_id="me/x")
+    assert 'get_kernel("me/x", version=1)' in card
+    _card_structure(card, kernel)
+
+
+def test_gemm_card_benchmarks_come_from_json_with_user_words():
+    card = render_card(Path(__file__).resolve().parents[2] / "kernels" / "gemm")
+    assert "## Benchmarks\n\n### NVIDIA H100 80GB HBM3 (" in card
+    assert "| M | N | K | gemm_nt (µs) |" in card
+    assert "SCALE_BLOCK" not in card and "group: int = 128" in card
+
+
+def test_card_of_a_new_kernel_renders_to_well_formed_html(tmp_path):
+    from kbuild.scaffold import create_kernel
+
+    kernel = create_kernel(tmp_path / "kernels" / "my-op", backends=["cpu", "cuda"], license="MIT")
+    _card_structure(render_card(kernel), "my_op")

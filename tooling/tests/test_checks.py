@@ -48,3 +48,46 @@ def test_manifest_errors_become_findings(kernel_dir):
     (kernel_dir / "build.toml").write_text("[general\n")
     findings = check_kernel(kernel_dir)
     assert findings and "invalid TOML" in findings[0].message and findings[0].line == 1
+
+
+BINDING = """\
+#include "registration.h"
+// TORCH_LIBRARY(in_a_comment, ops) is not code
+const char* text = "TORCH_LIBRARY(in_a_string, ops)";
+#define MY_LIBRARY(NAME, M) TORCH_LIBRARY(NAME, M)
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
+  ops.def("demo(Tensor x) -> Tensor");
+}
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {}
+STABLE_TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {}
+"""
+
+
+def test_cpp_registration_in_the_build_namespace_passes(kernel_dir):
+    (kernel_dir / "torch-ext" / "torch_binding.cpp").write_text(BINDING)
+    assert check_kernel(kernel_dir) == [
+        f for f in check_kernel(kernel_dir) if f.severity == "warning"
+    ]  # only the missing-tests warning
+
+
+def test_literal_cpp_namespace_is_an_error_with_a_fix(kernel_dir, capsys):
+    from kbuild.cli import main
+
+    binding = BINDING + "\nTORCH_LIBRARY(my_op, ops) {\n}\nTORCH_LIBRARY_IMPL_EXPAND(my_op, CUDA, ops) {}\n"
+    (kernel_dir / "torch-ext" / "torch_binding.cpp").write_text(binding)
+    errors = [f for f in check_kernel(kernel_dir) if f.severity == "error"]
+    assert [f.line for f in errors] == [12, 14]
+    assert "`TORCH_LIBRARY(my_op, ...)` registers ops under a fixed namespace" in errors[0].message
+    assert errors[0].fix == "write `TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)` (registration.h defines it)"
+    assert "TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, <dispatch key>, ops)" in (errors[1].fix or "")
+    assert main(["check", str(kernel_dir)]) == 1
+    out = capsys.readouterr().out
+    assert f"{kernel_dir / 'torch-ext' / 'torch_binding.cpp'}:12: error:" in out and "fix: write" in out
+
+
+def test_literal_namespace_in_a_kernel_source_is_found(kernel_dir):
+    (kernel_dir / "demo_cpu" / "demo.cpp").write_text("STABLE_TORCH_LIBRARY(demo, ops) {}\n")
+    errors = [f for f in check_kernel(kernel_dir) if f.severity == "error"]
+    assert [(f.path.name, f.line) for f in errors] == [("demo.cpp", 1)]
+    assert "STABLE_TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)" in (errors[0].fix or "")
