@@ -8,7 +8,8 @@ import time
 import pytest
 import torch
 
-from kbuild.build import build_kernel
+from kbuild.build import build_kernel, project_for
+from kbuild.inputs import input_uid
 from kbuild.manifest import load_manifest
 from kbuild.scaffold import create_kernel
 from kbuild.testing import loader_environment, run_tests
@@ -103,3 +104,56 @@ def test_wrong_variant_is_a_clear_error(relu_copy, capsys):
     assert main(["build", str(relu_copy), "--variant", "torch299-cxx11-cu130-x86_64-linux"]) == 2
     err = capsys.readouterr().err
     assert "this environment builds" in err and "Traceback" not in err
+
+
+def test_editing_tests_or_docs_rebuilds_nothing(relu_build, relu_copy):
+    ops_name = project_for(load_manifest(relu_copy), detect_variant()).ops_name
+    for rel in ("tests/test_relu.py", "benchmarks/benchmark_relu.py", "CARD.md"):
+        path = relu_copy / rel
+        path.write_text(path.read_text() + "\n# an edit\n")
+    lines: list[str] = []
+    started = time.monotonic()
+    build_kernel(relu_copy, log=lines.append)
+    assert time.monotonic() - started < 2.0
+    assert not [line for line in lines if line.lstrip().startswith("[")], lines
+    assert project_for(load_manifest(relu_copy), detect_variant()).ops_name == ops_name
+
+
+def test_namespace_follows_the_build_inputs_only(kernel_dir):
+    def uid() -> str:
+        return input_uid(load_manifest(kernel_dir))
+
+    first = uid()
+    (kernel_dir / "tests").mkdir()
+    (kernel_dir / "tests" / "test_demo.py").write_text("def test(): pass\n")
+    (kernel_dir / "README.md").write_text("docs\n")
+    assert uid() == first
+    (kernel_dir / "demo_cpu" / "helper.h").write_text("#pragma once\n")  # included, not listed
+    second = uid()
+    assert second != first
+    (kernel_dir / "demo_cpu" / "demo.cpp").write_text("// changed\n")
+    assert uid() not in (first, second)
+
+
+def test_provenance_tells_clean_dirty_and_uncommitted(kernel_dir):
+    from kbuild import gitrepo
+
+    repo = kernel_dir.parent
+    gitrepo.git(["init", "--quiet"], repo)
+    commit = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m"]
+    (repo / "other.txt").write_text("x\n")
+    gitrepo.git(["add", "other.txt"], repo)
+    gitrepo.git([*commit, "first"], repo)
+    state = gitrepo.kernel_state(kernel_dir)
+    assert state is not None and state["state"] == "uncommitted" and state["dirty"] is True
+    gitrepo.git(["add", "demo"], repo)
+    gitrepo.git([*commit, "add the kernel"], repo)
+    assert gitrepo.kernel_state(kernel_dir) == {
+        "commit": gitrepo.git(["rev-parse", "HEAD"], repo).strip(),
+        "state": "clean",
+        "dirty": False,
+    }
+    (kernel_dir / "tests").mkdir()
+    (kernel_dir / "tests" / "test_new.py").write_text("")
+    state = gitrepo.kernel_state(kernel_dir)
+    assert state is not None and state["state"] == "dirty" and state["dirty"] is True

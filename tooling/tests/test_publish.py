@@ -100,7 +100,7 @@ def test_dry_run_lists_the_operations(kernel):
         "  add benchmarks/benchmark_demo.py (12 bytes)",
         "  delete every other file under benchmarks/",
         "commit to main: Update the kernel card",
-        f"  add README.md ({len(render_card(kernel).encode())} bytes)",
+        f"  add README.md ({len(render_card(kernel, repo_id='org/demo').encode())} bytes)",
     ]
     only = describe(prepare_release(kernel, repo_id="org/demo", variants=[V213]), "hub")
     assert [line for line in only if line.startswith("commit")] == [f"commit to v2: Upload {V213}"]
@@ -122,7 +122,7 @@ def test_publish_to_hub(kernel, hub):
     ]
     assert branch[f"build/{V213}/sub/data.txt"] == f"{V213} one\n".encode()
     main = hub.files("org/demo", "main")
-    assert main["README.md"].decode() == render_card(kernel)
+    assert main["README.md"].decode() == render_card(kernel, repo_id="org/demo", published=[V212, V213])
     assert not any(path.startswith("build/") for path in main)
     assert hub.authorization == {"Bearer hf_fake_token"}
     # publishing the same files again commits nothing
