@@ -336,7 +336,7 @@ def layer_classes(layers_py: Path) -> list[Function]:
         lines = []
         for method, prefix in (("__init__", node.name), ("forward", f"{node.name}.forward")):
             found = _find_def(node, method)
-            if found is not None:
+            if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 signature = _signature(found, skip_self=True)
                 lines.append(prefix + signature.removesuffix(" -> None"))
         layers.append(Function(node.name, "\n".join(lines), ast.get_docstring(node) or ""))
@@ -349,7 +349,7 @@ def _is_all(node: ast.stmt) -> bool:
 
 def _dunder_all(tree: ast.Module, path: Path) -> list[str]:
     for node in tree.body:
-        if _is_all(node):
+        if isinstance(node, ast.Assign) and _is_all(node):
             try:
                 names = ast.literal_eval(node.value)
             except ValueError:
@@ -428,7 +428,7 @@ def built_variants(build_dir: Path) -> list[BuiltVariant]:
                 f"invalid JSON: {err.msg}",
                 file=str(metadata_file),
                 where=err.lineno,
-                fix="rebuild the variant",
+                fix=f"rebuild it: kbuild build {build_dir.parent}",
             ) from None
         variants.append(
             BuiltVariant(metadata_file.parent.name, backend.get("type", ""), list(backend.get("archs", [])))
