@@ -14,9 +14,9 @@ LOAD = (
 )
 
 
-def _load(checkout) -> subprocess.CompletedProcess:
+def _run(code: str, checkout) -> subprocess.CompletedProcess:
     env = {"LOCAL_KERNELS": f"kernels-community/relu={checkout}", "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-c", LOAD], env=env, capture_output=True, text=True, check=False)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
 
 
 def test_published_version_is_checked_out_beside_the_hub_repository(relu_copy, tmp_path):
@@ -25,11 +25,15 @@ def test_published_version_is_checked_out_beside_the_hub_repository(relu_copy, t
     summary, checkout = publish_locally(relu_copy, variant, hub)
     repo = hub / "kernels-community" / "relu"
     assert summary == f"{repo} (v1)" and checkout == repo.with_name("relu@v1")
-    result = _load(checkout)
+    result = _run(LOAD, checkout)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[0.0, 2.0]"
     readme = gitrepo.git(["show", "main:README.md"], repo)
     assert f"| `{variant}` | cpu | - |" in readme
+    example = readme.split("## Usage\n\n```python\n", 1)[1].split("```", 1)[0]
+    result = _run(example, checkout)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("tensor(")
     # a second run moves the checkout to the branch's new head
     (relu_copy / "benchmarks" / "benchmark_relu.py").write_text("# changed\n")
     publish_locally(relu_copy, variant, hub)
