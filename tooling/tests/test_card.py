@@ -227,7 +227,7 @@ def test_published_variants_come_from_the_branch_and_ci_variants_apart(tmp_path)
     assert "| `torch212-cxx11-cpu-x86_64-linux` | cpu | - |" in card
     assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda | 9.0a |" in card
     assert "torch213-cxx11-cpu-x86_64-linux" not in card
-    assert "Each release is built for " in card and "the table above lists those published so far" in card
+    assert "Each release is built for " in card and "the table lists those published so far" in card
 
 
 def test_module_constants_show_by_value_in_signatures(tmp_path):
