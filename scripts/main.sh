@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 # Local hub folders store binaries with git-lfs, as the Hub does; a folder created without it
 # would keep them as plain git objects for good.
-bash scripts/system-packages.sh git-lfs
+bash scripts/system-packages.sh git-lfs ||
+  echo "main: git-lfs could not be installed; hub folders keep binaries as plain git objects" >&2
 exec .venv/bin/kbuild all "$@"
