@@ -26,7 +26,7 @@ def test_staged_variant_is_flat_and_complete(relu_build, relu_copy):
     names = sorted(p.name for p in relu_build.iterdir())
     libraries = [n for n in names if n.endswith(".abi3.so")]
     assert len(libraries) == 1 and libraries[0].startswith("_relu_cpu_")
-    assert names == sorted(["__init__.py", "_ops.py", "metadata.json", libraries[0]])
+    assert names == sorted(["__init__.py", "_ops.py", "layers.py", "metadata.json", libraries[0]])
     ops_py = (relu_build / "_ops.py").read_text()
     ops_name = libraries[0].removesuffix(".abi3.so")
     assert f"ops = torch.ops.{ops_name}" in ops_py and f'"{ops_name}::{{op_name}}"' in ops_py
