@@ -23,14 +23,13 @@ from packaging.version import Version
 from kbuild import __version__, abi, gitrepo, paths
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
-from kbuild.inputs import input_uid
+from kbuild.inputs import input_digest, input_uid
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.variants import NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
 Log = Callable[[str], None]
 SKIPPED_PARTS = {"__pycache__"}
 # Top-level folders a build does not read (outputs, tests, benchmarks, tool caches).
-NOT_SOURCES = {"build", ".kbuild", "tests", "benchmarks", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
 def _stderr(message: str) -> None:
@@ -284,7 +283,7 @@ def metadata(project: Project, contents: dict[str, bytes]) -> dict:
                 rel: base64.b64encode(hashlib.sha256(data).digest()).decode() for rel, data in sorted(contents.items())
             },
         },
-        "provenance": _provenance(manifest.kernel_dir),
+        "provenance": _provenance(manifest),
     }
     for key in ("upstream", "source"):
         if getattr(general, key):
@@ -299,27 +298,9 @@ def _noarch_archs(manifest: Manifest, backend: str) -> list[str]:
     return {"cuda": spec.cuda_capabilities, "rocm": spec.rocm_archs}.get(backend, [])
 
 
-def _provenance(kernel_dir: Path) -> dict:
-    provenance: dict = {"kernel-builder": {"version": __version__}, "sources": source_digest(kernel_dir)}
-    state = gitrepo.kernel_state(kernel_dir)
+def _provenance(manifest: Manifest) -> dict:
+    provenance: dict = {"kernel-builder": {"version": __version__}, "sources": input_digest(manifest)}
+    state = gitrepo.kernel_state(manifest.kernel_dir)
     if state is not None:
         provenance["kernel"] = state
     return provenance
-
-
-def source_digest(kernel_dir: Path) -> str:
-    """`sha256:<hex>` over the kernel's build inputs: every file (a symlink by its target
-    text) except the outputs, tests/, benchmarks/ and top-level Markdown. Recorded in
-    metadata.json's provenance; publish compares it with the sources now."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(kernel_dir).rglob("*")):
-        rel = path.relative_to(kernel_dir)
-        if rel.parts[0] in NOT_SOURCES or SKIPPED_PARTS.intersection(rel.parts) or path.suffix == ".pyc":
-            continue
-        if len(rel.parts) == 1 and path.suffix == ".md":
-            continue
-        if path.is_symlink():
-            digest.update(b"L" + rel.as_posix().encode() + b"\0" + os.readlink(path).encode() + b"\0")
-        elif path.is_file():
-            digest.update(b"F" + rel.as_posix().encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    return "sha256:" + digest.hexdigest()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from kbuild import paths
 from kbuild.manifest import Manifest
 
 SOURCE_SUFFIXES = {
@@ -21,36 +22,49 @@ NOT_INPUTS = {"tests", "benchmarks", "docs", "build", ".kbuild", "__pycache__", 
 
 
 def build_inputs(manifest: Manifest) -> list[Path]:
-    """Every file the build of `manifest` may read, relative to the kernel folder, sorted."""
+    """Every file the build of `manifest` may read, relative to the kernel folder, sorted.
+    A listed path, or a symlink among the files, that leads out of the kernel is an error."""
     kernel_dir = manifest.kernel_dir
-    listed = [Path("build.toml")]
-    folders = [Path("torch-ext")]
+    listed: list[tuple[str, str]] = [("build.toml", "build.toml")]
+    folders: list[tuple[str, str]] = [("torch-ext", "torch-ext")]
     if manifest.torch is not None:
-        listed += map(Path, manifest.torch.src)
-        folders += map(Path, manifest.torch.include)
+        listed += [(src, "[torch] src/include") for src in manifest.torch.src]
+        folders += [(folder, "[torch] src/include") for folder in manifest.torch.include]
     for kernel in manifest.kernels.values():
-        listed += map(Path, kernel.src)
-        folders += map(Path, kernel.include)
-    found = {rel for rel in listed if (kernel_dir / rel).is_file()}
-    for folder in folders:
-        found.update(_files_under(kernel_dir, kernel_dir / folder))
-    found.update(rel for rel in _files_under(kernel_dir, kernel_dir) if rel.suffix in SOURCE_SUFFIXES)
+        listed += [(src, f"[kernel.{kernel.name}] src") for src in kernel.src]
+        folders += [(folder, f"[kernel.{kernel.name}] include") for folder in kernel.include]
+    for rel, what in listed + folders:
+        paths.inside(kernel_dir, rel, file=manifest.path, what=what)
+    found = {Path(rel) for rel, _ in listed if (kernel_dir / rel).is_file()}
+    for folder, what in folders:
+        found.update(_files_under(kernel_dir, kernel_dir / folder, "package file" if folder == "torch-ext" else what))
+    found.update(rel for rel in _files_under(kernel_dir, kernel_dir, "source") if rel.suffix in SOURCE_SUFFIXES)
     return sorted(found)
 
 
-def _files_under(kernel_dir: Path, folder: Path) -> set[Path]:
+def _files_under(kernel_dir: Path, folder: Path, what: str) -> set[Path]:
     files = set()
     for path in folder.rglob("*"):
         rel = path.relative_to(kernel_dir)
-        if path.is_file() and not NOT_INPUTS.intersection(rel.parts) and path.suffix != ".pyc":
+        if NOT_INPUTS.intersection(rel.parts) or path.suffix == ".pyc":
+            continue
+        if path.is_symlink():
+            paths.inside(kernel_dir, rel, what=what)
+        if path.is_file():
             files.add(rel)
     return files
 
 
-def input_uid(manifest: Manifest) -> str:
-    """7 hex digits of a SHA-256 over the paths and contents of the build's inputs."""
+def input_digest(manifest: Manifest) -> str:
+    """`sha256:<hex>` over the paths and contents of the build's inputs. metadata.json's
+    provenance records it; publish compares it with the inputs now to refuse a stale build."""
     digest = hashlib.sha256()
     for rel in build_inputs(manifest):
         data = (manifest.kernel_dir / rel).read_bytes()
         digest.update(f"{rel.as_posix()}\0{len(data)}\0".encode() + data)
-    return digest.hexdigest()[:7]
+    return "sha256:" + digest.hexdigest()
+
+
+def input_uid(manifest: Manifest) -> str:
+    """The op-namespace uid: 7 hex digits of the input digest."""
+    return input_digest(manifest).removeprefix("sha256:")[:7]

@@ -28,6 +28,7 @@ from kbuild.abi import check_abi
 from kbuild.card import latest_benchmarks, render_card
 from kbuild.errors import KbuildError
 from kbuild.hubid import check_branch, check_repo_id
+from kbuild.inputs import input_digest
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import scrub
 
@@ -135,14 +136,12 @@ def prepare_release(
 
 def _require_fresh(manifest: Manifest, variant_dir: Path) -> None:
     """Refuse a variant built from other sources than the kernel's current ones."""
-    from kbuild.build import source_digest
-
     metadata_file = variant_dir / "metadata.json"
     try:
         recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("provenance", {}).get("sources")
     except (ValueError, AttributeError):
         recorded = None
-    current = source_digest(manifest.kernel_dir)
+    current = input_digest(manifest)
     if recorded != current:
         why = "records no source digest" if recorded is None else "was built from other sources than the current ones"
         raise KbuildError(

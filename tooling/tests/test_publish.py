@@ -14,9 +14,10 @@ from fake_hub import FakeHub
 from huggingface_hub import HfApi
 
 from kbuild import gitrepo
-from kbuild.build import source_digest
 from kbuild.card import DEFAULT_TEMPLATE, render_card
 from kbuild.errors import KbuildError
+from kbuild.inputs import input_digest
+from kbuild.manifest import load_manifest
 from kbuild.publish import describe, prepare_release, publish_to_folder, publish_to_hub
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,8 @@ def _variant(kernel: Path, name: str, marker: str) -> Path:
     (variant / "sub").mkdir(parents=True)
     (variant / "__init__.py").write_text(f"# {marker}\n")
     (variant / "sub" / "data.txt").write_text(f"{name} {marker}\n")
-    metadata = {"id": "_demo_cpu_0", "backend": {"type": "cpu"}, "provenance": {"sources": source_digest(kernel)}}
+    sources = input_digest(load_manifest(kernel))
+    metadata = {"id": "_demo_cpu_0", "backend": {"type": "cpu"}, "provenance": {"sources": sources}}
     (variant / "metadata.json").write_text(json.dumps(metadata))
     (variant / "__pycache__").mkdir()
     (variant / "__pycache__" / "x.pyc").write_bytes(b"\0")
@@ -138,7 +140,8 @@ def test_reupload_replaces_one_variant_and_deletes_its_stale_file(kernel, hub):
     variant = kernel / "build" / V213
     variant.mkdir()
     (variant / "__init__.py").write_text("# two\n")
-    (variant / "metadata.json").write_text(json.dumps({"provenance": {"sources": source_digest(kernel)}}))
+    provenance = {"sources": input_digest(load_manifest(kernel))}
+    (variant / "metadata.json").write_text(json.dumps({"provenance": provenance}))
     publish_to_hub(prepare_release(kernel, repo_id="org/demo", variants=[V213]), _api(hub), log=_quiet)
     after = hub.files("org/demo", "v2")
     assert f"build/{V213}/sub/data.txt" not in after

@@ -3,6 +3,7 @@ deletes; Hub repository ids; the card sandbox; secrets in messages; locks."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -135,7 +136,8 @@ def test_benchmark_plot_symlink_cannot_make_publish_write_outside(noarch, outsid
     build_kernel(noarch, log=_quiet)
     results = noarch / "benchmarks" / "results"
     results.mkdir(parents=True)
-    (results / "2026-01-01.md").write_text("| n | ms |\n")
+    result = {"machine": {"device": "H100", "date_utc": "2026-01-01"}, "rows": [{"n": 1, "us": {"ours": 1.0}}]}
+    (results / "2026-01-01.json").write_text(json.dumps(result))
     (results / "2026-01-01.png").symlink_to(outside / "plot.png")
     (outside / "plot.png").write_bytes(b"\x89PNG")
     folder = tmp_path / "hub" / "a" / "b"
