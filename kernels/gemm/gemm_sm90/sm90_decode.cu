@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "gemm_sm90/sm90_decode.cuh"
 
@@ -37,8 +38,24 @@ bool rows_16(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-template <int WR, int TN>
+constexpr int kMaxDevices = 64;
+
+template <int WR, int TN, int D>
 Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream) {
+  constexpr int kSmem = D * decode::detail::Stage<WR, TN>::kBytes;
+  auto kernel = decode::fp8_decode_kernel<WR, TN, D>;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();
+    return "gemm_sm90: no current CUDA device";
+  }
+  static bool smem_ok[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  std::call_once(once[device], [&] {
+    smem_ok[device] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+    cudaGetLastError();
+  });
+  if (!smem_ok[device]) return "gemm_sm90: cannot raise the decode kernel's shared-memory limit";
   const int tiles_per_cta = decode::kWarps / p.k_warps;
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -49,10 +66,11 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
   cfg.gridDim = dim3(unsigned(ceil_div(p.M, 8 * TN)), unsigned(ceil_div(p.N, 16 * WR * tiles_per_cta)),
                      unsigned(c.cluster));
   cfg.blockDim = dim3(decode::kThreads);
+  cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, kernel, p) != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: decode kernel launch failed";
   }
@@ -72,6 +90,7 @@ DecodeConfig choose_decode_config(int64_t M, int64_t N, int64_t K, int num_sms) 
   DecodeConfig c;
   c.tn = M <= 8 ? 1 : M <= 16 ? 2 : 4;
   c.wr = 1;
+  c.depth = c.tn == 1 ? 4 : 2;
   const int64_t kb = ceil_div(K, decode::kBlockK);
   c.k_warps = kb >= 8 ? 8 : kb >= 4 ? 4 : kb >= 2 ? 2 : 1;
   const int64_t ctas = ceil_div(M, 8 * c.tn) * ceil_div(N, 16 * c.wr * (decode::kWarps / c.k_warps));
@@ -100,14 +119,15 @@ Status run_decode(const GemmArgs& g, const DecodeConfig& c, cudaStream_t stream)
   p.K = int(g.K);
   p.num_kb = int(g.k_blocks());
   p.k_warps = c.k_warps;
-  const int key = c.wr * 10 + c.tn;
-  switch (key) {
-    case 11: return launch<1, 1>(p, c, stream);
-    case 12: return launch<1, 2>(p, c, stream);
-    case 14: return launch<1, 4>(p, c, stream);
-    case 21: return launch<2, 1>(p, c, stream);
-    case 22: return launch<2, 2>(p, c, stream);
-    case 24: return launch<2, 4>(p, c, stream);
+  switch (c.wr * 100 + c.tn * 10 + c.depth) {
+    case 112: return launch<1, 1, 2>(p, c, stream);
+    case 114: return launch<1, 1, 4>(p, c, stream);
+    case 212: return launch<2, 1, 2>(p, c, stream);
+    case 214: return launch<2, 1, 4>(p, c, stream);
+    case 122: return launch<1, 2, 2>(p, c, stream);
+    case 124: return launch<1, 2, 4>(p, c, stream);
+    case 222: return launch<2, 2, 2>(p, c, stream);
+    case 142: return launch<1, 4, 2>(p, c, stream);
     default: return "gemm_sm90: invalid decode configuration";
   }
 }

@@ -13,10 +13,12 @@ namespace fp8gemm::sm90 {
 
 // A launch shape: each warp's tile is 16 * wr weight rows x 8 * tn tokens (wr 1 or 2, tn 1, 2
 // or 4); K is split over k_warps warps of a CTA (1, 2, 4 or 8; its other warps take the next
-// weight tiles) and over `cluster` CTAs (1, 2, 4 or 8).
+// weight tiles) and over `cluster` CTAs (1, 2, 4 or 8); each warp keeps `depth` k-blocks of
+// loads in flight. (wr, tn, depth) is one of the instantiated kernels (kDecodeKernels).
 struct DecodeConfig {
   int wr = 1;
   int tn = 1;
+  int depth = 4;
   int k_warps = 8;
   int cluster = 1;
 };
