@@ -5,20 +5,24 @@
 //
 // - The weights take the 16-row side of mma.sync m16n8k32 (e4m3, fp32 accumulate) and the
 //   tokens its 8-column side ("swap AB"), so a warp's tile is 16*WR weight rows x 8*TN tokens.
-// - Each thread reads 32 contiguous bytes of a row per 128-K block (two 16-byte cp.async into
-//   its own slots of a kDepth-stage shared-memory ring, with the block's scales) and feeds them to
-//   the MMAs as they are. The k order that gives is a permutation of the MMA's own, the same for
-//   both operands, so the dot products are exact. No thread reads another's slots: waiting for
-//   its own copies (cp.async.wait_group) is all the synchronization the loop needs.
+// - Both operands go from global memory straight into the MMA registers: per 128-K block, thread
+//   t of a quad reads bytes [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a row (two 16-byte
+//   loads, each quad's load a whole 64 bytes). The k order that gives is a permutation of the
+//   MMA's own, the same for both operands, so the dot products are exact.
 // - Each 128-K block is accumulated alone and folded in with a_scale[m, kb] * b_scale[n/128, kb].
 // - K is split over k_warps warps of a CTA (k-blocks w, w + k_warps * C, ...; the CTA's other
 //   warps take the next weight tiles) and over the C CTAs of a cluster (grid z); partial sums
 //   meet in shared memory and then over the cluster's distributed shared memory, always added
 //   in rank order: the result is deterministic.
+// - One k-block of loads is in flight ahead of the MMAs.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#ifndef DECODE_L2_HINT
+#define DECODE_L2_HINT ".L2::256B"
+#endif
 
 namespace fp8gemm::sm90::decode {
 
@@ -44,40 +48,40 @@ struct DecodeParams {
 
 namespace detail {
 
-// 16 bytes (src_bytes 16) or 16 zeros (src_bytes 0) into shared memory, bypassing L1.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate" DECODE_L2_HINT ".v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
 }
 
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src) {
-  const uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+__device__ __forceinline__ uint4 load_cached(const uint8_t* p) {
+  return __ldg(reinterpret_cast<const uint4*>(p));
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
-// The 32 bytes [k, k + 32) of a row in the last, partial k-block: bytes at or past K read as
-// zero (an FP8 zero).
-__device__ __forceinline__ void load_row_tail(const uint8_t* row, int k, int K, uint4 (&v)[2]) {
-  uint32_t w[8];
+// Bytes [k, k + 16) and [k + 64, k + 80) of a row; in the last, partial k-block (kTail) bytes at
+// or past K read as zero (an FP8 zero).
+template <bool kStream, bool kTail>
+__device__ __forceinline__ void load_row(const uint8_t* row, int k, int K, uint4 (&v)[2]) {
+  if constexpr (!kTail) {
+    v[0] = kStream ? load_stream(row + k) : load_cached(row + k);
+    v[1] = kStream ? load_stream(row + k + 64) : load_cached(row + k + 64);
+  } else {
+    uint32_t w[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    uint32_t word = 0;
+    for (int i = 0; i < 8; ++i) {
+      uint32_t word = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int kk = k + 4 * i + j;
-      if (kk < K) word |= uint32_t(row[kk]) << (8 * j);
+      for (int j = 0; j < 4; ++j) {
+        const int kk = k + 4 * i + j + (i >= 4 ? 48 : 0);
+        if (kk < K) word |= uint32_t(row[kk]) << (8 * j);
+      }
+      w[i] = word;
     }
-    w[i] = word;
+    v[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    v[1] = make_uint4(w[4], w[5], w[6], w[7]);
   }
-  v[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  v[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -115,19 +119,18 @@ struct Block {
   float sa[TN][2];
 };
 
-// The partial last k-block, straight into registers.
-template <int WR, int TN>
-__device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
+template <bool kTail, int WR, int TN>
+__device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
                                            Block<WR, TN>& blk) {
   const int g = lane >> 2, t = lane & 3;
-  const int k = kb * kBlockK + 32 * t;
+  const int k = kb * kBlockK + 16 * t;
 #pragma unroll
   for (int i = 0; i < WR; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int n = n0 + 16 * i + g + 8 * h;
       if (n < p.N) {
-        load_row_tail(p.b + int64_t(n) * p.b_row, k, p.K, blk.w[i][h]);
+        load_row<true, kTail>(p.b + int64_t(n) * p.b_row, k, p.K, blk.w[i][h]);
       } else {
         blk.w[i][h][0] = blk.w[i][h][1] = make_uint4(0, 0, 0, 0);
       }
@@ -139,7 +142,7 @@ __device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, i
   for (int j = 0; j < TN; ++j) {
     const int m = m0 + 8 * j + g;
     if (m < p.M) {
-      load_row_tail(p.a + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
+      load_row<false, kTail>(p.a + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
     } else {
       blk.x[j][0] = blk.x[j][1] = make_uint4(0, 0, 0, 0);
     }
@@ -147,80 +150,6 @@ __device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, i
     for (int c = 0; c < 2; ++c) {
       const int mc = m0 + 8 * j + 2 * t + c;
       blk.sa[j][c] = mc < p.M ? p.a_scale[kb * p.sa_kb + mc * p.sa_m] : 0.f;
-    }
-  }
-}
-
-// One thread's slots in a ring stage: kChunks 16-byte chunks (per weight tile its rows g and
-// g + 8, per token tile token g; 32 bytes each) and kScales floats, laid out chunk-major with
-// the threads innermost (conflict-free 16-byte accesses).
-template <int WR, int TN>
-struct Stage {
-  static constexpr int kChunks = WR * 4 + TN * 2;
-  static constexpr int kScales = WR + 2 * TN;
-  static constexpr int kBytes = kThreads * (kChunks * 16 + kScales * 4);
-};
-
-template <int WR, int TN>
-__device__ __forceinline__ void issue_stage(const DecodeParams& p, int kb, int n0, int m0, uint8_t* stage) {
-  using S = Stage<WR, TN>;
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int k = kb * kBlockK + 32 * t;
-  uint4* chunks = reinterpret_cast<uint4*>(stage);
-  float* scales = reinterpret_cast<float*>(stage + kThreads * S::kChunks * 16);
-#pragma unroll
-  for (int i = 0; i < WR; ++i) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int n = n0 + 16 * i + g + 8 * h;
-      const uint8_t* src = n < p.N ? p.b + int64_t(n) * p.b_row + k : p.b;
-      const int bytes = n < p.N ? 16 : 0;
-      cp_async_16(&chunks[((i * 2 + h) * 2 + 0) * kThreads + tid], src, bytes);
-      cp_async_16(&chunks[((i * 2 + h) * 2 + 1) * kThreads + tid], src + bytes, bytes);
-    }
-    const int nb = min(n0 + 16 * i, p.N - 1) / kBlockK;
-    cp_async_4(&scales[i * kThreads + tid], &p.b_scale[kb * p.sb_kb + nb * p.sb_nb]);
-  }
-#pragma unroll
-  for (int j = 0; j < TN; ++j) {
-    const int m = m0 + 8 * j + g;
-    const uint8_t* src = m < p.M ? p.a + int64_t(m) * p.a_row + k : p.a;
-    const int bytes = m < p.M ? 16 : 0;
-    cp_async_16(&chunks[(WR * 4 + j * 2 + 0) * kThreads + tid], src, bytes);
-    cp_async_16(&chunks[(WR * 4 + j * 2 + 1) * kThreads + tid], src + bytes, bytes);
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int mc = m0 + 8 * j + 2 * t + c;
-      float* dst = &scales[(WR + 2 * j + c) * kThreads + tid];
-      if (mc < p.M) {
-        cp_async_4(dst, &p.a_scale[kb * p.sa_kb + mc * p.sa_m]);
-      } else {
-        *dst = 0.f;
-      }
-    }
-  }
-}
-
-template <int WR, int TN>
-__device__ __forceinline__ void read_stage(const uint8_t* stage, Block<WR, TN>& blk) {
-  using S = Stage<WR, TN>;
-  const int tid = threadIdx.x;
-  const uint4* chunks = reinterpret_cast<const uint4*>(stage);
-  const float* scales = reinterpret_cast<const float*>(stage + kThreads * S::kChunks * 16);
-#pragma unroll
-  for (int i = 0; i < WR; ++i) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) blk.w[i][h][c] = chunks[((i * 2 + h) * 2 + c) * kThreads + tid];
-    blk.sb[i] = scales[i * kThreads + tid];
-  }
-#pragma unroll
-  for (int j = 0; j < TN; ++j) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      blk.x[j][c] = chunks[(WR * 4 + j * 2 + c) * kThreads + tid];
-      blk.sa[j][c] = scales[(WR + 2 * j + c) * kThreads + tid];
     }
   }
 }
@@ -248,12 +177,11 @@ __device__ __forceinline__ void mma_block(const Block<WR, TN>& blk, float (&acc)
 
 // Grid: x = token tiles of 8*TN, y = groups of kWarps / k_warps weight tiles of 16*WR rows,
 // z = the cluster's C CTAs (launched with cluster dims 1 x 1 x C). kThreads threads.
-template <int WR, int TN, int kDepth>
+template <int WR, int TN>
 __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams p) {
   namespace cg = cooperative_groups;
   constexpr int kVals = WR * TN * 4;  // accumulators per thread
-  extern __shared__ __align__(16) uint8_t ring[];  // kDepth stages; then the reduction's red
-  auto& red = *reinterpret_cast<float(*)[kWarps][kVals][32]>(ring);
+  __shared__ float red[kWarps][kVals][32];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k_warps = p.k_warps, tiles = kWarps / k_warps;
@@ -264,31 +192,18 @@ __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams
 
   float acc[WR][TN][4] = {};
   const int full_kb = p.K / kBlockK;  // k-blocks with all 128 bytes inside K
-  const int first = rank * k_warps + warp % k_warps;
-  constexpr int kStage = detail::Stage<WR, TN>::kBytes;
-  // The ring: kDepth k-blocks in flight; a stage is refilled as soon as its MMAs are issued.
-#pragma unroll
-  for (int d = 0; d < kDepth; ++d) {
-    if (first + d * stride < full_kb) detail::issue_stage<WR, TN>(p, first + d * stride, n0, m0, ring + d * kStage);
-    detail::cp_async_commit();
+  int kb = rank * k_warps + warp % k_warps;
+  detail::Block<WR, TN> cur, next;
+  if (kb < full_kb) detail::load_block<false>(p, kb, n0, m0, lane, cur);
+  for (; kb < full_kb; kb += stride) {
+    if (kb + stride < full_kb) detail::load_block<false>(p, kb + stride, n0, m0, lane, next);
+    detail::mma_block(cur, acc);
+    cur = next;
   }
-  int slot = 0;
-  for (int kb = first; kb < full_kb; kb += stride) {
-    detail::cp_async_wait<kDepth - 1>();
-    detail::Block<WR, TN> blk;
-    detail::read_stage(ring + slot * kStage, blk);
-    detail::mma_block(blk, acc);
-    if (kb + kDepth * stride < full_kb) detail::issue_stage<WR, TN>(p, kb + kDepth * stride, n0, m0, ring + slot * kStage);
-    detail::cp_async_commit();
-    slot = slot + 1 == kDepth ? 0 : slot + 1;
+  if (kb < p.num_kb) {  // the partial last k-block
+    detail::load_block<true>(p, kb, n0, m0, lane, cur);
+    detail::mma_block(cur, acc);
   }
-  if (full_kb < p.num_kb && full_kb >= first && (full_kb - first) % stride == 0) {  // the partial last k-block
-    detail::Block<WR, TN> blk;
-    detail::load_tail_block(p, full_kb, n0, m0, lane, blk);
-    detail::mma_block(blk, acc);
-  }
-  detail::cp_async_wait<0>();
-  __syncthreads();  // the ring's memory becomes the reduction's
 
 #pragma unroll
   for (int i = 0; i < WR; ++i)

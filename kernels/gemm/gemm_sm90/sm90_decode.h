@@ -11,20 +11,18 @@
 
 namespace fp8gemm::sm90 {
 
-// A launch shape: each warp's tile is 16 * wr weight rows x 8 * tn tokens (wr 1 or 2, tn 1, 2
-// or 4); K is split over k_warps warps of a CTA (1, 2, 4 or 8; its other warps take the next
-// weight tiles) and over `cluster` CTAs (1, 2, 4 or 8); each warp keeps `depth` k-blocks of
-// loads in flight. (wr, tn, depth) is one of the instantiated kernels (kDecodeKernels).
+// A launch shape: each warp's tile is 16 * wr weight rows x 8 * tn tokens (wr and tn 1 or 2);
+// K is split over k_warps warps of a CTA (1, 2, 4 or 8; its other warps take the next weight
+// tiles) and over `cluster` CTAs (1, 2, 4 or 8).
 struct DecodeConfig {
   int wr = 1;
   int tn = 1;
-  int depth = 4;
   int k_warps = 8;
   int cluster = 1;
 };
 
-// Whether the decode kernel takes the problem: e4m3fn, M small enough for it to win (the
-// measured crossover), A and B K-contiguous in 16-byte aligned rows, and not switched off
+// Whether the decode kernel takes the problem: e4m3fn, M small enough for it to win (measured
+// per (N, K) where known, a rule elsewhere), A and B K-contiguous in 16-byte aligned rows, and not switched off
 // (environment GEMM_FORCE_NO_DECODE=1, read once).
 bool decode_takes(const GemmArgs& g);
 

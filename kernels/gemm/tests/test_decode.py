@@ -7,10 +7,10 @@ import pytest
 import torch
 from reference import Layout, ceil_div, make_gemm_inputs, poisoned_out, verify
 
-# (N, K): N odd; K = 8 * 128 + 16 (a partial last 128-K block); K = 7168 (DeepSeek-V3);
+# (N, K): N odd; K = 8 * 128 + 16 (a partial last 128-K block); two DeepSeek-V3 shapes;
 # K = 1001 (rows not 16-byte aligned: not the decode kernel's); K = 48 (a single partial block).
 QUICK_M = [1, 2, 7, 8, 9, 16, 31, 33, 63, 64, 65, 128, 129, 256]
-QUICK_NK = [(577, 1040), (576, 7168), (300, 1001), (129, 48)]
+QUICK_NK = [(577, 1040), (576, 7168), (1536, 7168), (300, 1001), (129, 48)]
 SWEEP_NK = (577, 1040)
 
 
