@@ -9,8 +9,9 @@ sequence of the eight GEMMs per M eagerly and replayed from a CUDA graph.
 Protocol (shared/reference/fp8-gemm-h100-peers.md): >= 5 warm-up calls, then N calls each
 after zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the
 whole suite runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem
-being the UTC date and the device, with -2, -3, ... added where a run of the same minute
-already wrote there (the kernel card shows the last .md of results/ by name).
+being the UTC date and the device (plus `-decode` for the decode suite, written first), with
+-2, -3, ... added where a run of the same minute already wrote there (the kernel card shows the
+last .md of results/ by name: the prefill suite's).
 
     LOCAL_KERNELS=kernels-community/gemm=kernels/gemm \
         python kernels/gemm/benchmarks/compare.py --out kernels/gemm/benchmarks/results
