@@ -3,6 +3,12 @@ around its crossover, both entry points, K and N off the 128 grid. On CUDA each 
 the default dispatch and the forced general path (`path`); run the file again with
 GEMM_FORCE_NO_DECODE=1 for the default dispatch without the decode kernel."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from reference import Layout, ceil_div, make_gemm_inputs, poisoned_out, verify
@@ -68,3 +74,20 @@ def test_small_m_is_deterministic(kernel, device, fp8_dtype, rng, M):
 @pytest.mark.parametrize("M", range(1, 257))
 def test_every_small_m(kernel, device, fp8_dtype, rng, path, M):
     check_nt(kernel, M, *SWEEP_NK, fp8_dtype, device, rng)
+
+
+@pytest.mark.kernels_ci
+def test_compare_writes_both_suites(tmp_path):
+    """compare.py --suite all: a `-decode` result with its geomean, launch cost and rates, and
+    the prefill result under the plain name (CPU smoke test; the H100 numbers come from it too)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare.py"
+    command = [sys.executable, str(script), "--device", "cpu", "--quick", "--suite", "all", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=os.environ, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (decode,) = tmp_path.glob("*-decode.json")
+    (prefill,) = [p for p in tmp_path.glob("*.json") if p != decode]
+    results = json.loads(decode.read_text())
+    assert results["suite"] == "decode" and results["summary"]["ours"]["geomean_us"] > 0
+    assert results["launch_us"] > 0 and all(r["launch_floor_us"] > 0 for r in results["rows"])
+    assert json.loads(prefill.read_text())["suite"] == "prefill"
+    assert "Launch cost" in decode.with_suffix(".md").read_text()
