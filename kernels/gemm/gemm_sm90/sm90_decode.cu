@@ -2,7 +2,6 @@
 // its launch. See sm90_decode.cuh for the kernel.
 #include "gemm_sm90/sm90_decode.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -87,8 +86,8 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
 }  // namespace
 
 bool decode_takes(const GemmArgs& g) {
-  constexpr int64_t kMaxN = int64_t(1) << 20, kMaxK = int64_t(1) << 30;  // grid y, int indexing
-  return g.format == Fp8Format::E4M3FN && g.M >= 1 && g.N >= 1 && g.N < kMaxN && g.K >= 1 && g.K < kMaxK &&
+  constexpr int64_t kMaxN = int64_t(65535) * 16, kMaxK = int64_t(1) << 30;  // grid y, int indexing
+  return g.format == Fp8Format::E4M3FN && g.M >= 1 && g.N >= 1 && g.N <= kMaxN && g.K >= 1 && g.K < kMaxK &&
          decode_wins(g.M, g.N, g.K) && !decode_switched_off() &&
          rows_16(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) && rows_16(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K);
 }

@@ -14,15 +14,12 @@
 //   warps take the next weight tiles) and over the C CTAs of a cluster (grid z); partial sums
 //   meet in shared memory and then over the cluster's distributed shared memory, always added
 //   in rank order: the result is deterministic.
-// - One k-block of loads is in flight ahead of the MMAs.
+// - One k-block of loads is in flight ahead of the MMAs; the weights' loads skip L1 and ask L2
+//   to fetch 256 bytes (the next k-block of the row, which a neighbouring warp reads).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-
-#ifndef DECODE_L2_HINT
-#define DECODE_L2_HINT ".L2::256B"
-#endif
 
 namespace fp8gemm::sm90::decode {
 
@@ -50,7 +47,7 @@ namespace detail {
 
 __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate" DECODE_L2_HINT ".v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
