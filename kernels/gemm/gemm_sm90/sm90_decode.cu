@@ -19,38 +19,30 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 
 // Where the decode kernel beats the wgmma tiles, and its best configuration, measured for the
-// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; benchmarks/DECODE.md). For M tokens the row of
-// (N, K) with the smallest m_hi >= M applies; none: the wgmma tiles.
+// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; benchmarks/DECODE.md): up to max_m tokens, with
+// `few` for M <= 8 and `many` above. max_m = 0: the wgmma tiles win at every M.
 struct DecodeTuned {
-  int64_t N, K, m_hi;
-  DecodeConfig config;
+  int64_t N, K, max_m;
+  DecodeConfig few, many;
 };
 constexpr int kTunedSms = 132;
 constexpr DecodeTuned kDecodeTuned[] = {
-#include "gemm_sm90/sm90_decode_tuned.inc"
+    {7168, 2048, 8, {2, 1, 8, 1}, {}},           {4608, 7168, 8, {1, 1, 8, 1}, {}},
+    {1536, 7168, 32, {2, 1, 8, 4}, {1, 2, 8, 1}}, {576, 7168, 48, {1, 1, 8, 8}, {1, 2, 8, 2}},
+    {3072, 1536, 16, {1, 1, 8, 1}, {1, 1, 8, 1}}, {4096, 512, 8, {1, 1, 4, 1}, {}},
+    {7168, 2304, 0, {}, {}},                      {7168, 256, 0, {}, {}},
 };
 
-bool is_tuned(int64_t N, int64_t K) {
+const DecodeTuned* tuned(int64_t N, int64_t K) {
   for (const DecodeTuned& t : kDecodeTuned)
-    if (t.N == N && t.K == K) return true;
-  return false;
-}
-
-// The tuned row for M tokens of a tuned (N, K); nullptr where M is past the table.
-const DecodeTuned* tuned_row(int64_t M, int64_t N, int64_t K) {
-  const DecodeTuned* best = nullptr;
-  for (const DecodeTuned& t : kDecodeTuned)
-    if (t.N == N && t.K == K && t.m_hi >= M && (best == nullptr || t.m_hi < best->m_hi)) best = &t;
-  return best;
+    if (t.N == N && t.K == K) return &t;
+  return nullptr;
 }
 
 // Other shapes: the decode kernel for up to 8 tokens, and up to 32 where N is narrow (the wgmma
 // tiles then leave SMs idle), when K has 4 blocks or more to split.
 bool decode_wins(int64_t M, int64_t N, int64_t K) {
-  if (is_tuned(N, K)) {
-    const DecodeTuned* t = tuned_row(M, N, K);
-    return t != nullptr && t->config.wr != 0;
-  }
+  if (const DecodeTuned* t = tuned(N, K)) return M <= t->max_m;
   return ceil_div(K, decode::kBlockK) >= 4 && (M <= 8 || (M <= 32 && N <= 2048));
 }
 
@@ -69,7 +61,7 @@ bool rows_16(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64
   return rows == 1 || (s_row >= K && s_row % 16 == 0);
 }
 
-template <int WR, int TN, int D, int MinCtas>
+template <int WR, int TN>
 Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream) {
   const int tiles_per_cta = decode::kWarps / p.k_warps;
   cudaLaunchAttribute attr;
@@ -84,7 +76,7 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
   cfg.stream = stream;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN, D, MinCtas>, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p) != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: decode kernel launch failed";
   }
@@ -101,8 +93,8 @@ bool decode_takes(const GemmArgs& g) {
 }
 
 DecodeConfig choose_decode_config(int64_t M, int64_t N, int64_t K, int num_sms) {
-  const DecodeTuned* t = num_sms == kTunedSms ? tuned_row(M, N, K) : nullptr;
-  if (t != nullptr && t->config.wr != 0) return t->config;
+  const DecodeTuned* t = num_sms == kTunedSms ? tuned(N, K) : nullptr;
+  if (t != nullptr && M <= t->max_m) return M <= 8 ? t->few : t->many;
   // Else: one or two 8-token tiles per warp; K split over the CTA's warps (at least a block each)
   // and over clusters until there are two CTAs per SM, each warp keeping 2 blocks or more.
   DecodeConfig c;
@@ -136,28 +128,12 @@ Status run_decode(const GemmArgs& g, const DecodeConfig& c, cudaStream_t stream)
   p.K = int(g.K);
   p.num_kb = int(g.k_blocks());
   p.k_warps = c.k_warps;
-  const int key = c.wr * 1000 + c.tn * 100 + c.depth * 10 + c.min_ctas;
+  const int key = c.wr * 10 + c.tn;
   switch (key) {
-    case 1121: return launch<1, 1, 2, 1>(p, c, stream);
-    case 1123: return launch<1, 1, 2, 3>(p, c, stream);
-    case 1141: return launch<1, 1, 4, 1>(p, c, stream);
-    case 1142: return launch<1, 1, 4, 2>(p, c, stream);
-    case 1161: return launch<1, 1, 6, 1>(p, c, stream);
-    case 1221: return launch<1, 2, 2, 1>(p, c, stream);
-    case 1223: return launch<1, 2, 2, 3>(p, c, stream);
-    case 1241: return launch<1, 2, 4, 1>(p, c, stream);
-    case 1242: return launch<1, 2, 4, 2>(p, c, stream);
-    case 1261: return launch<1, 2, 6, 1>(p, c, stream);
-    case 2121: return launch<2, 1, 2, 1>(p, c, stream);
-    case 2123: return launch<2, 1, 2, 3>(p, c, stream);
-    case 2141: return launch<2, 1, 4, 1>(p, c, stream);
-    case 2142: return launch<2, 1, 4, 2>(p, c, stream);
-    case 2161: return launch<2, 1, 6, 1>(p, c, stream);
-    case 2221: return launch<2, 2, 2, 1>(p, c, stream);
-    case 2223: return launch<2, 2, 2, 3>(p, c, stream);
-    case 2241: return launch<2, 2, 4, 1>(p, c, stream);
-    case 2242: return launch<2, 2, 4, 2>(p, c, stream);
-    case 2261: return launch<2, 2, 6, 1>(p, c, stream);
+    case 11: return launch<1, 1>(p, c, stream);
+    case 12: return launch<1, 2>(p, c, stream);
+    case 21: return launch<2, 1>(p, c, stream);
+    case 22: return launch<2, 2>(p, c, stream);
     default: return "gemm_sm90: invalid decode configuration";
   }
 }

@@ -14,9 +14,8 @@
 //   warps take the next weight tiles) and over the C CTAs of a cluster (grid z); partial sums
 //   meet in shared memory and then over the cluster's distributed shared memory, always added
 //   in rank order: the result is deterministic.
-// - Each warp keeps D k-blocks of loads in flight: a ring of D register blocks, refilled with
-//   the block D strides ahead as soon as the MMAs have read a slot. The weights' loads skip L1
-//   and ask L2 to fetch 256 bytes (the next k-block of the row, which a neighbouring warp reads).
+// - One k-block of loads is in flight ahead of the MMAs; the weights' loads skip L1 and ask L2
+//   to fetch 256 bytes (the next k-block of the row, which a neighbouring warp reads).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -58,22 +57,28 @@ __device__ __forceinline__ uint4 load_cached(const uint8_t* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 }
 
-// Bytes [k, k + 16) and [k + 64, k + 80) of a row in the last, partial k-block: bytes at or
-// past K read as zero (an FP8 zero).
-__device__ __forceinline__ void load_row_tail(const uint8_t* row, int k, int K, uint4 (&v)[2]) {
-  uint32_t w[8];
+// Bytes [k, k + 16) and [k + 64, k + 80) of a row; in the last, partial k-block (kTail) bytes at
+// or past K read as zero (an FP8 zero).
+template <bool kStream, bool kTail>
+__device__ __forceinline__ void load_row(const uint8_t* row, int k, int K, uint4 (&v)[2]) {
+  if constexpr (!kTail) {
+    v[0] = kStream ? load_stream(row + k) : load_cached(row + k);
+    v[1] = kStream ? load_stream(row + k + 64) : load_cached(row + k + 64);
+  } else {
+    uint32_t w[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    uint32_t word = 0;
+    for (int i = 0; i < 8; ++i) {
+      uint32_t word = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int kk = k + 4 * i + j + (i >= 4 ? 48 : 0);
-      if (kk < K) word |= uint32_t(row[kk]) << (8 * j);
+      for (int j = 0; j < 4; ++j) {
+        const int kk = k + 4 * i + j + (i >= 4 ? 48 : 0);
+        if (kk < K) word |= uint32_t(row[kk]) << (8 * j);
+      }
+      w[i] = word;
     }
-    w[i] = word;
+    v[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    v[1] = make_uint4(w[4], w[5], w[6], w[7]);
   }
-  v[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  v[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -111,10 +116,9 @@ struct Block {
   float sa[TN][2];
 };
 
-// The partial last k-block (kb) of a warp tile.
-template <int WR, int TN>
-__device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
-                                                Block<WR, TN>& blk) {
+template <bool kTail, int WR, int TN>
+__device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
+                                           Block<WR, TN>& blk) {
   const int g = lane >> 2, t = lane & 3;
   const int k = kb * kBlockK + 16 * t;
 #pragma unroll
@@ -123,7 +127,7 @@ __device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, i
     for (int h = 0; h < 2; ++h) {
       const int n = n0 + 16 * i + g + 8 * h;
       if (n < p.N) {
-        load_row_tail(p.b + int64_t(n) * p.b_row, k, p.K, blk.w[i][h]);
+        load_row<true, kTail>(p.b + int64_t(n) * p.b_row, k, p.K, blk.w[i][h]);
       } else {
         blk.w[i][h][0] = blk.w[i][h][1] = make_uint4(0, 0, 0, 0);
       }
@@ -135,7 +139,7 @@ __device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, i
   for (int j = 0; j < TN; ++j) {
     const int m = m0 + 8 * j + g;
     if (m < p.M) {
-      load_row_tail(p.a + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
+      load_row<false, kTail>(p.a + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
     } else {
       blk.x[j][0] = blk.x[j][1] = make_uint4(0, 0, 0, 0);
     }
@@ -144,58 +148,6 @@ __device__ __forceinline__ void load_tail_block(const DecodeParams& p, int kb, i
       const int mc = m0 + 8 * j + 2 * t + c;
       blk.sa[j][c] = mc < p.M ? p.a_scale[kb * p.sa_kb + mc * p.sa_m] : 0.f;
     }
-  }
-}
-
-// Per-thread addresses of a warp tile at k-block 0: rows past N or M are clamped to the last
-// row (their products only reach outputs that are never written).
-template <int WR, int TN>
-struct TileRows {
-  const uint8_t* w[WR][2];
-  const uint8_t* x[TN];
-  const float* sb[WR];
-  const float* sa[TN][2];
-};
-
-template <int WR, int TN>
-__device__ __forceinline__ TileRows<WR, TN> tile_rows(const DecodeParams& p, int n0, int m0, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  TileRows<WR, TN> r;
-#pragma unroll
-  for (int i = 0; i < WR; ++i) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) r.w[i][h] = p.b + int64_t(min(n0 + 16 * i + g + 8 * h, p.N - 1)) * p.b_row + 16 * t;
-    r.sb[i] = p.b_scale + (min(n0 + 16 * i, p.N - 1) / kBlockK) * p.sb_nb;
-  }
-#pragma unroll
-  for (int j = 0; j < TN; ++j) {
-    r.x[j] = p.a + int64_t(min(m0 + 8 * j + g, p.M - 1)) * p.a_row + 16 * t;
-#pragma unroll
-    for (int c = 0; c < 2; ++c) r.sa[j][c] = p.a_scale + min(m0 + 8 * j + 2 * t + c, p.M - 1) * p.sa_m;
-  }
-  return r;
-}
-
-// A full k-block's loads from precomputed rows.
-template <int WR, int TN>
-__device__ __forceinline__ void load_full_block(const DecodeParams& p, const TileRows<WR, TN>& r, int kb,
-                                                Block<WR, TN>& blk) {
-  const int64_t off = int64_t(kb) * kBlockK;
-#pragma unroll
-  for (int i = 0; i < WR; ++i) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      blk.w[i][h][0] = load_stream(r.w[i][h] + off);
-      blk.w[i][h][1] = load_stream(r.w[i][h] + off + 64);
-    }
-    blk.sb[i] = r.sb[i][kb * p.sb_kb];
-  }
-#pragma unroll
-  for (int j = 0; j < TN; ++j) {
-    blk.x[j][0] = load_cached(r.x[j] + off);
-    blk.x[j][1] = load_cached(r.x[j] + off + 64);
-#pragma unroll
-    for (int c = 0; c < 2; ++c) blk.sa[j][c] = r.sa[j][c][kb * p.sa_kb];
   }
 }
 
@@ -221,10 +173,9 @@ __device__ __forceinline__ void mma_block(const Block<WR, TN>& blk, float (&acc)
 }  // namespace detail
 
 // Grid: x = token tiles of 8*TN, y = groups of kWarps / k_warps weight tiles of 16*WR rows,
-// z = the cluster's C CTAs (launched with cluster dims 1 x 1 x C). kThreads threads. D: k-blocks
-// of loads in flight per warp; the register cap lets MinCtas CTAs share an SM.
-template <int WR, int TN, int D, int MinCtas>
-__global__ void __launch_bounds__(kThreads, MinCtas) fp8_decode_kernel(const DecodeParams p) {
+// z = the cluster's C CTAs (launched with cluster dims 1 x 1 x C). kThreads threads.
+template <int WR, int TN>
+__global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams p) {
   namespace cg = cooperative_groups;
   constexpr int kVals = WR * TN * 4;  // accumulators per thread
   __shared__ float red[kWarps][kVals][32];
@@ -238,25 +189,17 @@ __global__ void __launch_bounds__(kThreads, MinCtas) fp8_decode_kernel(const Dec
 
   float acc[WR][TN][4] = {};
   const int full_kb = p.K / kBlockK;  // k-blocks with all 128 bytes inside K
-  const int kb0 = rank * k_warps + warp % k_warps;  // this warp's k-blocks: kb0 + i * stride
-  const detail::TileRows<WR, TN> rows = detail::tile_rows<WR, TN>(p, n0, m0, lane);
-  detail::Block<WR, TN> ring[D];
-#pragma unroll
-  for (int s = 0; s < D; ++s)
-    if (kb0 + s * stride < full_kb) detail::load_full_block(p, rows, kb0 + s * stride, ring[s]);
-  for (int kb = kb0; kb < full_kb; kb += D * stride) {
-#pragma unroll
-    for (int s = 0; s < D; ++s) {
-      const int b = kb + s * stride;
-      if (b < full_kb) {
-        detail::mma_block(ring[s], acc);
-        if (b + D * stride < full_kb) detail::load_full_block(p, rows, b + D * stride, ring[s]);
-      }
-    }
+  int kb = rank * k_warps + warp % k_warps;
+  detail::Block<WR, TN> cur, next;
+  if (kb < full_kb) detail::load_block<false>(p, kb, n0, m0, lane, cur);
+  for (; kb < full_kb; kb += stride) {
+    if (kb + stride < full_kb) detail::load_block<false>(p, kb + stride, n0, m0, lane, next);
+    detail::mma_block(cur, acc);
+    cur = next;
   }
-  if (full_kb < p.num_kb && full_kb >= kb0 && (full_kb - kb0) % stride == 0) {  // the partial last k-block
-    detail::load_tail_block(p, full_kb, n0, m0, lane, ring[0]);
-    detail::mma_block(ring[0], acc);
+  if (kb < p.num_kb) {  // the partial last k-block
+    detail::load_block<true>(p, kb, n0, m0, lane, cur);
+    detail::mma_block(cur, acc);
   }
 
 #pragma unroll

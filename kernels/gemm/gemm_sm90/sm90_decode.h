@@ -13,16 +13,12 @@ namespace fp8gemm::sm90 {
 
 // A launch shape: each warp's tile is 16 * wr weight rows x 8 * tn tokens (wr and tn 1 or 2);
 // K is split over k_warps warps of a CTA (1, 2, 4 or 8; its other warps take the next weight
-// tiles) and over `cluster` CTAs (1 to 8); each warp keeps `depth` k-blocks of loads in
-// flight (2, 4 or 6) under a register cap for min_ctas CTAs per SM (1: no cap; 3 with depth 2,
-// 2 with depth 4). wr = 0 in a tuned table row: the wgmma tiles win there.
+// tiles) and over `cluster` CTAs (1, 2, 4 or 8).
 struct DecodeConfig {
   int wr = 1;
   int tn = 1;
   int k_warps = 8;
   int cluster = 1;
-  int depth = 2;
-  int min_ctas = 1;
 };
 
 // Whether the decode kernel takes the problem: e4m3fn, M small enough for it to win (measured
