@@ -1,10 +1,17 @@
 """Times our FP8 GEMM next to torch._scaled_mm (blockwise) and bf16 torch.mm.
 
+Two suites (`--suite prefill|decode|all`, default prefill): prefill = the 18 ranked shapes;
+decode = M in {1, 8, 32, 64, 128} tokens x the eight (N, K) of the DeepSeek-V3 linear layers,
+where the weight read is the whole cost. The decode suite also times a 1-element kernel under
+the same protocol (the launch cost), each shape's weight streaming rate net of it, and a
+sequence of the eight GEMMs per M eagerly and replayed from a CUDA graph.
+
 Protocol (shared/reference/fp8-gemm-h100-peers.md): >= 5 warm-up calls, then N calls each
 after zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the
 whole suite runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem
-being the UTC date and the device, with -2, -3, ... added where a run of the same minute
-already wrote there (the kernel card shows the last .md of results/ by name).
+being the UTC date and the device (plus `-decode` for the decode suite, written first), with
+-2, -3, ... added where a run of the same minute already wrote there (the kernel card shows the
+last .md of results/ by name: the prefill suite's).
 
     LOCAL_KERNELS=kernels-community/gemm=kernels/gemm \
         python kernels/gemm/benchmarks/compare.py --out kernels/gemm/benchmarks/results
@@ -16,6 +23,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import platform
 import re
 import statistics
@@ -32,6 +40,7 @@ from reference import (  # noqa: E402
     ceil_div,
     flop,
     judge,
+    min_bytes,
     reference_gemm,
 )
 
@@ -40,6 +49,35 @@ FLUSH_BYTES = 256 * 1024 * 1024
 QUICK_SHAPES = [(64, 64, 128), (100, 200, 300), (128, 256, 512)]
 SCALED_MM_K_BLOCK_MULTIPLE = 4  # torch 2.11 blockwise _scaled_mm is wrong otherwise
 IMPLS = ["ours", "ours_general", "ours_challenge_layout", "scaled_mm_blockwise", "bf16_mm"]
+
+# Decode suite: tokens per call x the (N, K) of the DeepSeek-V3 linear layers (TP=8).
+DECODE_M = [1, 8, 32, 64, 128]
+DECODE_NK = [
+    (7168, 2048),
+    (4608, 7168),
+    (1536, 7168),
+    (576, 7168),
+    (3072, 1536),
+    (7168, 256),
+    (4096, 512),
+    (7168, 2304),
+]
+DECODE_SHAPES = [(m, n, k) for m in DECODE_M for (n, k) in DECODE_NK]
+QUICK_DECODE_SHAPES = [(1, 64, 128), (8, 200, 300)]
+# DeepGEMM 2.6.1 `fp8_gemm_nt` on an H100 80GB HBM3 (torch 2.11, this protocol, 2026-11-25), µs:
+# the decode bar (not measured by this script).
+DEEPGEMM_DECODE_US = dict(
+    zip(
+        DECODE_SHAPES,
+        [12.3, 23.6, 14.5, 12.8, 8.3, 6.2, 6.6, 13.3]
+        + [12.4, 22.1, 13.5, 12.7, 8.3, 6.2, 6.5, 13.3]
+        + [12.3, 22.5, 13.6, 12.7, 8.4, 6.3, 6.5, 13.4]
+        + [12.3, 21.9, 12.6, 11.8, 8.0, 6.2, 6.6, 13.2]
+        + [13.3, 22.2, 13.4, 11.9, 8.4, 6.9, 6.6, 14.2],
+        strict=True,
+    )
+)
+STREAMING_MIN_BYTES = 10e6  # shapes whose streaming rate the decode suite reports
 
 
 def parse_args() -> argparse.Namespace:
@@ -50,6 +88,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--calls", type=int, default=30, help="timed calls per measurement")
     p.add_argument("--suites", type=int, default=2, help="times the whole suite is run")
+    p.add_argument("--suite", default="prefill", choices=["prefill", "decode", "all"], help="which shapes")
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device here (use --device cpu --quick)")
@@ -217,7 +256,7 @@ def unused_stem(out: Path, name: str) -> Path:
 def markdown(results) -> str:
     info, rows, summary = results["machine"], results["rows"], results["summary"]
     lines = [
-        f"# FP8 block-scaled GEMM: ours vs torch ({info['device']}, {info['date_utc']})",
+        f"# FP8 block-scaled GEMM, {results['suite']} suite: ours vs torch ({info['device']}, {info['date_utc']})",
         "",
         f"torch {info['torch']}; median of {results['calls']} calls after a 256 MB L2 flush, "
         f"{results['suites']} suite run(s); µs of the first run "
@@ -286,22 +325,124 @@ def plot(results, path: Path) -> bool:
     return True
 
 
-def main() -> int:
-    args = parse_args()
-    from kernels import get_kernel
+def launch_us(timer: Timer, device: torch.device) -> float:
+    """A 1-element kernel under the suite's protocol: what any call costs at least."""
+    one = torch.zeros(1, device=device)
+    return timer.median_us(lambda: one.add_(1))
 
-    kernel = get_kernel(REPO_ID, version=1)
-    device = torch.device(args.device)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    shapes = QUICK_SHAPES if args.quick else RANKED_SHAPES
-    timer = Timer(device, args.warmup, args.calls)
+
+def nt_problem(M: int, N: int, K: int, device: torch.device) -> dict:
+    kb, nb = ceil_div(K, 128), ceil_div(N, 128)
+    return {
+        "a": torch.randn(M, K, device=device).to(torch.float8_e4m3fn),
+        "b": torch.randn(N, K, device=device).to(torch.float8_e4m3fn),
+        "a_scale": torch.randn(kb, M, device=device).t(),
+        "b_scale": torch.randn(nb, kb, device=device),
+        "out": torch.empty(M, N, device=device, dtype=torch.bfloat16),
+    }
+
+
+def graph_rows(kernel, device: torch.device, timer: Timer, shapes) -> list[dict]:
+    """Per M: the eight decode GEMMs (distinct weights) in a row, per call, eagerly and replayed
+    from a CUDA graph; and whether the replay's outputs equal the eager ones bit for bit."""
+    rows = []
+    for M in sorted({m for m, _, _ in shapes}):
+        problems = [nt_problem(m, n, k, device) for m, n, k in shapes if m == M]
+
+        def sequence(problems=problems):
+            for p in problems:
+                kernel.gemm_nt(p["a"], p["b"], p["a_scale"], p["b_scale"], p["out"])
+
+        eager_us = timer.median_us(sequence) / len(problems)
+        eager_out = [p["out"].clone() for p in problems]
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            sequence()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            sequence()
+        for p in problems:
+            p["out"].fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize(device)
+        same = all(torch.equal(p["out"], e) for p, e in zip(problems, eager_out, strict=True))
+        graph_us = timer.median_us(graph.replay) / len(problems)
+        rows.append(
+            {"M": M, "calls": len(problems), "eager_us": eager_us, "graph_us": graph_us, "graph_equals_eager": same}
+        )
+        print(f"graph M={M}: eager {eager_us:.2f} us/call, graph {graph_us:.2f} us/call, equal {same}", flush=True)
+    return rows
+
+
+def add_decode_figures(results: dict) -> None:
+    """Launch-inclusive floor, DeepGEMM's figure and the weight streaming rate per row."""
+    launch = results["launch_us"]
+    for r in results["rows"]:
+        M, N, K = r["M"], r["N"], r["K"]
+        weight_bytes = N * K
+        r["launch_floor_us"] = launch + min_bytes(M, N, K) / 3.0e6
+        r["deepgemm_us"] = DEEPGEMM_DECODE_US.get((M, N, K))
+        if weight_bytes >= STREAMING_MIN_BYTES and "ours" in r["us"]:
+            r["stream_tbps"] = min_bytes(M, N, K) / max(r["us"]["ours"][0] - launch, 1e-3) / 1e6
+    s = results["summary"]
+    s["launch_floor"] = {
+        "geomean_us": geomean([r["launch_floor_us"] for r in results["rows"]]),
+        "shapes": len(results["rows"]),
+    }
+    dg = [r["deepgemm_us"] for r in results["rows"] if r["deepgemm_us"] is not None]
+    s["deepgemm_reference"] = {"geomean_us": geomean(dg), "shapes": len(dg)}
+
+
+def decode_markdown(results: dict) -> str:
+    lines = [
+        "",
+        f"Launch cost (1-element kernel, same protocol): {results['launch_us']:.2f} µs. "
+        "launch floor = that + bytes / 3.0 TB/s; stream = bytes / (ours - launch cost), for 10 MB of "
+        "weights or more; DeepGEMM = 2.6.1's figure on an H100 80GB HBM3 (2026-11-25, same protocol).",
+        "",
+        "| M | N | K | launch floor µs | ours µs | DeepGEMM µs | ours / DeepGEMM | stream TB/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["rows"]:
+        ours = r["us"]["ours"][0] if "ours" in r["us"] else float("nan")
+        dg = r.get("deepgemm_us")
+        ratio = f"{ours / dg:.2f}" if dg else "-"
+        stream = f"{r['stream_tbps']:.2f}" if "stream_tbps" in r else "-"
+        floor = r["launch_floor_us"]
+        lines.append(
+            f"| {r['M']} | {r['N']} | {r['K']} | {floor:.2f} | {ours:.2f} | {dg or '-'} | {ratio} | {stream} |"
+        )
+    s = results["summary"]
+    lines += [
+        "",
+        f"Geomeans: ours {s['ours']['geomean_us']:.2f} µs, DeepGEMM {s['deepgemm_reference']['geomean_us']:.2f}, "
+        f"launch floor {s['launch_floor']['geomean_us']:.2f}.",
+    ]
+    if results.get("graph"):
+        lines += ["", "| M | calls | eager µs/call | CUDA graph µs/call | graph = eager |", "|---|---|---|---|---|"]
+        for g in results["graph"]:
+            lines.append(
+                f"| {g['M']} | {g['calls']} | {g['eager_us']:.2f} | {g['graph_us']:.2f} | {g['graph_equals_eager']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def run_suite(kernel, suite: str, args: argparse.Namespace, device: torch.device, timer: Timer) -> dict:
+    if suite == "decode":
+        shapes = QUICK_DECODE_SHAPES if args.quick else DECODE_SHAPES
+    else:
+        shapes = QUICK_SHAPES if args.quick else RANKED_SHAPES
     rows = []
     for shape in shapes:
         rows.append(measure_shape(kernel, shape, device, timer, args.suites))
         us = {k: round(v[0], 1) for k, v in rows[-1]["us"].items()}
-        print(f"{shape}: {us}", flush=True)
+        print(f"{suite} {shape}: {us}", flush=True)
     results = {
         "command": " ".join(sys.argv),
+        "suite": suite,
+        "env": {k: os.environ[k] for k in ("GEMM_FORCE_GENERAL", "GEMM_FORCE_NO_DECODE") if k in os.environ},
         "machine": machine_info(device),
         "kernel": kernel.__name__,
         "warmup": args.warmup,
@@ -310,14 +451,36 @@ def main() -> int:
         "rows": rows,
         "summary": summarize(rows),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = unused_stem(args.out, result_stem(results["machine"]))
+    if suite == "decode":
+        results["launch_us"] = launch_us(timer, device)
+        add_decode_figures(results)
+        results["graph"] = graph_rows(kernel, device, timer, shapes) if device.type == "cuda" else []
+    return results
+
+
+def write_results(results: dict, out: Path) -> None:
+    name = result_stem(results["machine"]) + ("-decode" if results["suite"] == "decode" else "")
+    stem = unused_stem(out, name)
     stem.with_suffix(".json").write_text(json.dumps(results, indent=1))
-    table = markdown(results)
+    table = markdown(results) + (decode_markdown(results) if results["suite"] == "decode" else "")
     stem.with_suffix(".md").write_text(table)
     plotted = plot(results, stem.with_suffix(".png"))
     print(table)
     print(f"wrote {stem}.json, .md" + (", .png" if plotted else " (no matplotlib: no plot)"))
+
+
+def main() -> int:
+    args = parse_args()
+    from kernels import get_kernel
+
+    kernel = get_kernel(REPO_ID, version=1)
+    device = torch.device(args.device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    timer = Timer(device, args.warmup, args.calls)
+    args.out.mkdir(parents=True, exist_ok=True)
+    # Decode first: with --suite all the prefill files, written last, sort last by name too.
+    for suite in [s for s in ("decode", "prefill") if args.suite in (s, "all")]:
+        write_results(run_suite(kernel, suite, args, device, timer), args.out)
     return 0
 
 

@@ -2,7 +2,8 @@
 # Build, test and benchmark kernels/gemm on a CUDA machine (the lent H100), in one go.
 # Logs and results go to $OUT (default ./out). Wheels in .whl/ (kernels, pytest, ...) are
 # installed first when present: the device machine has no network. Each test file runs in
-# its own process, so one crash does not hide the others' results.
+# its own process, so one crash does not hide the others' results. The quick tests run three
+# times: forced general path, Hopper path without the decode kernel, default dispatch.
 #   usage: bash kernels/gemm/benchmarks/device_run.sh [SLOW_TEST_SECONDS]
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -35,7 +36,8 @@ pytest_each() {  # pytest_each LOG ARGS...: every test file in a separate proces
   >"$OUT/build.log" 2>&1
 kbuild build kernels/gemm 2>&1 | tee -a "$OUT/build.log" || exit 1
 GEMM_FORCE_GENERAL=1 pytest_each "$OUT/tests_general_only.log" -m kernels_ci
+GEMM_FORCE_NO_DECODE=1 pytest_each "$OUT/tests_no_decode.log" -m kernels_ci
 pytest_each "$OUT/tests.log" -m kernels_ci
-python3 kernels/gemm/benchmarks/compare.py --out "$OUT" 2>&1 | tee "$OUT/compare.log"
+python3 kernels/gemm/benchmarks/compare.py --suite all --out "$OUT" 2>&1 | tee "$OUT/compare.log"
 timeout "$SLOW_SECONDS" python3 -m pytest "$TESTS" -p no:cacheprovider -q -rfE -m slow \
   2>&1 | tail -30 | tee "$OUT/slow.log"

@@ -10,6 +10,7 @@
 
 #include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_copy.cuh"
+#include "gemm_sm90/sm90_decode.h"
 #include "gemm_sm90/sm90_launch.h"
 
 // Nothing here is part of the extension's interface: keep the symbols local to it, so that
@@ -189,7 +190,7 @@ const DeviceInfo* current_device(int* device) {
 }  // namespace
 
 size_t workspace_bytes(const GemmArgs& g) {
-  if (g.format != Fp8Format::E4M3FN || g.K == 0) return 0;  // declined
+  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g)) return 0;  // declined, or no copies
   return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
 
@@ -310,6 +311,10 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || !info->is_sm90) return kOk;
+  if (decode_takes(g)) {  // small M: the weight-streaming kernel (sm90_decode.cuh)
+    *handled = true;
+    return run_decode(g, choose_decode_config(g.M, g.N, g.K, info->num_sms), stream);
+  }
   const TileConfig config = choose_config(g.M, g.N, g.K);
   const size_t needed = make_plan(g, config).workspace;
   if (needed > workspace_size || (needed > 0 && workspace == nullptr)) return kOk;

@@ -1,0 +1,93 @@
+"""Small M (decode sizes): every M the Hopper path's decode kernel may take and the sizes
+around its crossover, both entry points, K and N off the 128 grid. On CUDA each test runs on
+the default dispatch and the forced general path (`path`); run the file again with
+GEMM_FORCE_NO_DECODE=1 for the default dispatch without the decode kernel."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from reference import Layout, ceil_div, make_gemm_inputs, poisoned_out, verify
+
+# (N, K): N odd; K = 8 * 128 + 16 (a partial last 128-K block); two DeepSeek-V3 shapes;
+# K = 1001 (rows not 16-byte aligned: not the decode kernel's); K = 48 (a single partial block).
+QUICK_M = [1, 2, 7, 8, 9, 16, 31, 33, 63, 64, 65, 128, 129, 256]
+QUICK_NK = [(577, 1040), (576, 7168), (1536, 7168), (300, 1001), (129, 48)]
+SWEEP_NK = (577, 1040)
+
+
+def nt_inputs(M, N, K, dtype, device, rng):
+    """gemm_nt's operands: a (M, K) and w (N, K) row-major, a_scale (M, kb) M-contiguous."""
+    kb, nb = ceil_div(K, 128), ceil_div(N, 128)
+    a = torch.randn(M, K, generator=rng, device=device).to(dtype)
+    w = torch.randn(N, K, generator=rng, device=device).to(dtype)
+    a_scale = torch.randn(kb, M, generator=rng, device=device).t()
+    w_scale = torch.randn(nb, kb, generator=rng, device=device)
+    return a, w, a_scale, w_scale
+
+
+def check_nt(kernel, M, N, K, dtype, device, rng):
+    a, w, a_scale, w_scale = nt_inputs(M, N, K, dtype, device, rng)
+    out = poisoned_out(M, N, device)
+    kernel.gemm_nt(a, w, a_scale, w_scale, out)
+    verdict = verify(out, a, w.t(), a_scale.t(), w_scale.t())
+    assert verdict.ok, f"gemm_nt {M}x{N}x{K}: {verdict}"
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("nk", QUICK_NK, ids=str)
+@pytest.mark.parametrize("M", QUICK_M)
+def test_gemm_nt_small_m(kernel, device, fp8_dtype, rng, path, M, nk):
+    check_nt(kernel, M, *nk, fp8_dtype, device, rng)
+
+
+# gemm with K-contiguous b (a (K, N) view of row-major weights), and with out column-major.
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize(
+    "layout",
+    [Layout(b_row=False), Layout(b_row=False, a_scale_row=False, out_row=False)],
+    ids=lambda layout: layout.name,
+)
+@pytest.mark.parametrize("M", [1, 8, 37, 64])
+def test_gemm_small_m(kernel, device, fp8_dtype, rng, path, M, layout):
+    a, b, a_scale, b_scale, out = make_gemm_inputs(M, 1031, 2320, fp8_dtype, device, rng, layout)
+    kernel.gemm(a, b, a_scale, b_scale, out)
+    verdict = verify(out, a, b, a_scale, b_scale)
+    assert verdict.ok, f"gemm {M}x1031x2320 {layout.name}: {verdict}"
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("M", [1, 32])
+def test_small_m_is_deterministic(kernel, device, fp8_dtype, rng, M):
+    """Split-K partial sums are added in a fixed order: repeated calls agree bit for bit."""
+    a, w, a_scale, w_scale = nt_inputs(M, 576, 7168, fp8_dtype, device, rng)
+    first = kernel.gemm_nt(a, w, a_scale, w_scale)
+    for _ in range(3):
+        assert torch.equal(kernel.gemm_nt(a, w, a_scale, w_scale), first)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("M", range(1, 257))
+def test_every_small_m(kernel, device, fp8_dtype, rng, path, M):
+    check_nt(kernel, M, *SWEEP_NK, fp8_dtype, device, rng)
+
+
+@pytest.mark.kernels_ci
+def test_compare_writes_both_suites(tmp_path):
+    """compare.py --suite all: a `-decode` result with its geomean, launch cost and rates, and
+    the prefill result under the plain name (CPU smoke test; the H100 numbers come from it too)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "compare.py"
+    command = [sys.executable, str(script), "--device", "cpu", "--quick", "--suite", "all", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=os.environ, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (decode,) = tmp_path.glob("*-decode.json")
+    (prefill,) = [p for p in tmp_path.glob("*.json") if p != decode]
+    results = json.loads(decode.read_text())
+    assert results["suite"] == "decode" and results["summary"]["ours"]["geomean_us"] > 0
+    assert results["launch_us"] > 0 and all(r["launch_floor_us"] > 0 for r in results["rows"])
+    assert json.loads(prefill.read_text())["suite"] == "prefill"
+    assert "Launch cost" in decode.with_suffix(".md").read_text()
