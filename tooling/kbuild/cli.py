@@ -7,11 +7,40 @@ import os
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild import __version__
 from kbuild.errors import EXIT_INTERNAL, KbuildError, internal_error_line
 from kbuild.redact import scrub
+
+Run = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    run: Run
+    arguments: Callable[[argparse.ArgumentParser], None]
+    kernel_dirs: bool
+
+
+COMMANDS: list[Command] = []
+
+
+def command(
+    name: str, arguments: Callable[[argparse.ArgumentParser], None], *, help: str, kernel_dirs: bool = True
+) -> Callable[[Run], Run]:
+    """Register `run` as the command `name`; `arguments` adds its options (beside it in this file).
+    `kernel_dirs`: it also takes KERNEL_DIR... (default: every kernel under ./kernels)."""
+
+    def register(run: Run) -> Run:
+        COMMANDS.append(Command(name, help, run, arguments, kernel_dirs))
+        return run
+
+    return register
 
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
@@ -37,6 +66,19 @@ def _kernel_dirs(paths: list[str]) -> list[Path]:
     return found
 
 
+def _build_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", help="variant name to build (must match this environment's torch)")
+    parser.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
+
+
+@command(
+    "build",
+    _build_arguments,
+    help=(
+        "Build kernels for this environment's variant and stage build/<variant>/. Builds are incremental: "
+        "only what changed is compiled again, and editing tests, benchmarks or docs compiles nothing."
+    ),
+)
 def cmd_build(args: argparse.Namespace) -> int:
     from kbuild.build import build_kernel
 
@@ -45,6 +87,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", help="variant name (default: this environment's)")
+
+
+@command(
+    "generate",
+    _generate_arguments,
+    help="Write the CMake project of a kernel into its build tree, without compiling.",
+)
 def cmd_generate(args: argparse.Namespace) -> int:
     from kbuild.build import generate_only
 
@@ -53,6 +104,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _variants_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parse", nargs="+", metavar="NAME", help="parse and explain variant names")
+
+
+@command(
+    "variants",
+    _variants_arguments,
+    kernel_dirs=False,
+    help="Print this environment's variant, or parse variant names.",
+)
 def cmd_variants(args: argparse.Namespace) -> int:
     from kbuild.variants import Variant, detect_variant
 
@@ -68,6 +129,17 @@ def cmd_variants(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--abi",
+        nargs="+",
+        metavar="BUILD_DIR",
+        help="instead, check the ELF ABI of the .so files under "
+        "these build/ or build/<variant>/ folders (manylinux_2_28, Python limited API, torch stable ABI)",
+    )
+
+
+@command("check", _check_arguments, help=("Check kernels' layout and op registration."))
 def cmd_check(args: argparse.Namespace) -> int:
     from kbuild.checks import check_kernel, format_findings
 
@@ -91,6 +163,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _test_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", help="variant to build and test")
+    parser.add_argument("--ci", action="store_true", help="run only the quick tests marked kernels_ci")
+    parser.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
+    parser.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
+
+
+@command("test", _test_arguments, help=("Build if needed, then run a kernel's tests against the fresh build."))
 def cmd_test(args: argparse.Namespace) -> int:
     from kbuild.testing import run_tests
 
@@ -105,6 +185,21 @@ def cmd_test(args: argparse.Namespace) -> int:
     return code
 
 
+def _init_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
+    parser.add_argument(
+        "--backends", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda", "rocm"], help="backends to scaffold"
+    )
+    parser.add_argument("--license", default="Apache-2.0", help="SPDX license id (default: Apache-2.0)")
+    parser.add_argument("--repo-id", help="Hub repository id (default: kernels-community/<name>)")
+
+
+@command(
+    "init",
+    _init_arguments,
+    kernel_dirs=False,
+    help="Create a new kernel that builds and passes its tests as created.",
+)
 def cmd_init(args: argparse.Namespace) -> int:
     from kbuild.scaffold import create_kernel
 
@@ -113,6 +208,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _update_build_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--license", help="SPDX license id to add when the file has none")
+
+
+@command("update-build", _update_build_arguments, help=("Rewrite an older build.toml (edition 2 or 4) as edition 5."))
 def cmd_update_build(args: argparse.Namespace) -> int:
     from kbuild.manifest import upgrade_file
 
@@ -122,6 +222,27 @@ def cmd_update_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sync_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "kernels", nargs="*", metavar="KERNEL_DIR", help="the kernel folder to sync (several with --check)"
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="every kernel under ./kernels with an upstream.yaml (with --check)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="only report which kernels are behind; exit 1 when any is, 0 when none"
+    )
+    parser.add_argument("--json", action="store_true", help="with --check: print the report as JSON")
+    parser.add_argument("--ref", help="upstream branch, tag or commit to sync to (default: upstream.yaml's ref)")
+    parser.add_argument("--summary", metavar="FILE", help="also write the summary (a pull request body) to FILE")
+
+
+@command(
+    "sync",
+    _sync_arguments,
+    kernel_dirs=False,
+    help="Sync a kernel with its upstream (upstream.yaml), or report which kernels are behind.",
+)
 def cmd_sync(args: argparse.Namespace) -> int:
     import json
 
@@ -145,6 +266,32 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rocm_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", metavar="DIR", help="output folder (default: <kernel>/.kbuild/rocm-device)")
+    parser.add_argument(
+        "--require-mfma",
+        nargs="?",
+        action="append",
+        const=r"v_mfma_f32_\w+_fp8_fp8",
+        metavar="REGEX",
+        help="fail unless each checked function has an instruction matching REGEX "
+        "(default: the FP8 MFMA ones); repeatable",
+    )
+    parser.add_argument(
+        "--in-function",
+        default="",
+        metavar="REGEX",
+        help="with --require-mfma: check only functions whose symbol matches REGEX (default: all)",
+    )
+
+
+@command(
+    "rocm-compile",
+    _rocm_compile_arguments,
+    help=(
+        "Compile kernels' ROCm sources device-only with clang-19 (no GPU needed); optionally require MFMA instructions."
+    ),
+)
 def cmd_rocm_compile(args: argparse.Namespace) -> int:
     from kbuild.rocm import compile_kernel
 
@@ -161,6 +308,16 @@ def cmd_rocm_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _card_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
+    parser.add_argument(
+        "--out", metavar="FILE", help="write the card to FILE (links made relative to it) instead of stdout"
+    )
+
+
+@command(
+    "card", _card_arguments, kernel_dirs=False, help=("Render a kernel's CARD.md into its Hub README (kernel card).")
+)
 def cmd_card(args: argparse.Namespace) -> int:
     from kbuild.card import render_card
 
@@ -174,6 +331,22 @@ def cmd_card(args: argparse.Namespace) -> int:
     return 0
 
 
+def _matrix_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--changed-since", metavar="REF", help="only kernels changed since REF (all when kbuild itself changed)"
+    )
+    group.add_argument(
+        "--release", nargs="+", metavar="KERNEL", help="every variant of these kernels (names or folders)"
+    )
+
+
+@command(
+    "matrix",
+    _matrix_arguments,
+    kernel_dirs=False,
+    help="Print the CI jobs (build and test matrices) as JSON for GitHub's fromJSON.",
+)
 def cmd_matrix(args: argparse.Namespace) -> int:
     from kbuild import matrix
 
@@ -190,6 +363,37 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
+    parser.add_argument(
+        "--repo-id", metavar="ORG/NAME", help="target repository (default: build.toml's, or kernels-community/<name>)"
+    )
+    parser.add_argument(
+        "--variant", action="append", metavar="VARIANT", help="publish only this built variant (repeatable)"
+    )
+    parser.add_argument(
+        "--card-only", action="store_true", help="publish only the card (main) and benchmarks (version branch)"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the operations without publishing")
+    parser.add_argument(
+        "--to", metavar="FOLDER", help="publish into a local hub folder (git repositories) instead of the Hub"
+    )
+    parser.add_argument(
+        "--allow-nonportable",
+        action="store_true",
+        help="with --to: publish variants that fail the ABI check (e.g. built with this machine's toolchain)",
+    )
+
+
+@command(
+    "publish",
+    _publish_arguments,
+    kernel_dirs=False,
+    help=(
+        "Publish built variants, benchmarks and the card to a Hub kernel repository. The Hub token comes "
+        "from HF_TOKEN, else from `hf auth login`."
+    ),
+)
 def cmd_publish(args: argparse.Namespace) -> int:
     from kbuild import publish
 
@@ -214,6 +418,19 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def _all_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hub", default=".hub", help="local hub folder to publish into (default: .hub)")
+    parser.add_argument("--no-publish", action="store_true", help="skip publishing to the local hub folder")
+
+
+@command(
+    "all",
+    _all_arguments,
+    help=(
+        "The main job: build every kernel for this machine, run its quick tests, "
+        "load each build with the `kernels` library, publish it to a local hub folder, and print a summary table."
+    ),
+)
 def cmd_all(args: argparse.Namespace) -> int:
     from kbuild.pipeline import format_table, run_all
 
@@ -224,161 +441,22 @@ def cmd_all(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kbuild", description="Build, check, test and publish PyTorch kernels.")
+    parser = argparse.ArgumentParser(
+        prog="kbuild", description="Build, check, test and publish PyTorch kernels.", allow_abbrev=False
+    )
     parser.add_argument("--version", action="version", version=f"kbuild {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def command(name: str, func, help: str, kernels: bool = True) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
-        sub.set_defaults(func=func)
-        if kernels:
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for spec in COMMANDS:
+        sub = subparsers.add_parser(spec.name, help=spec.help, description=spec.help, allow_abbrev=False)
+        sub.set_defaults(func=spec.run)
+        if spec.kernel_dirs:
             sub.add_argument(
                 "kernels",
                 nargs="*",
                 metavar="KERNEL_DIR",
                 help="kernel folders (default: every kernel under ./kernels)",
             )
-        return sub
-
-    sub = command(
-        "build",
-        cmd_build,
-        "Build kernels for this environment's variant and stage build/<variant>/. Builds are incremental: "
-        "only what changed is compiled again, and editing tests, benchmarks or docs compiles nothing.",
-    )
-    sub.add_argument("--variant", help="variant name to build (must match this environment's torch)")
-    sub.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
-
-    sub = command(
-        "generate", cmd_generate, "Write the CMake project of a kernel into its build tree, without compiling."
-    )
-    sub.add_argument("--variant", help="variant name (default: this environment's)")
-
-    sub = command("check", cmd_check, "Check kernels' layout and op registration.")
-    sub.add_argument(
-        "--abi",
-        nargs="+",
-        metavar="BUILD_DIR",
-        help="instead, check the ELF ABI of the .so files under "
-        "these build/ or build/<variant>/ folders (manylinux_2_28, Python limited API, torch stable ABI)",
-    )
-
-    sub = command("test", cmd_test, "Build if needed, then run a kernel's tests against the fresh build.")
-    sub.add_argument("--variant", help="variant to build and test")
-    sub.add_argument("--ci", action="store_true", help="run only the quick tests marked kernels_ci")
-    sub.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
-    sub.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
-
-    sub = command(
-        "all",
-        cmd_all,
-        "The main job: build every kernel for this machine, run its quick tests, "
-        "load each build with the `kernels` library, publish it to a local hub folder, and print a summary table.",
-    )
-    sub.add_argument("--hub", default=".hub", help="local hub folder to publish into (default: .hub)")
-    sub.add_argument("--no-publish", action="store_true", help="skip publishing to the local hub folder")
-
-    sub = command("variants", cmd_variants, "Print this environment's variant, or parse variant names.", kernels=False)
-    sub.add_argument("--parse", nargs="+", metavar="NAME", help="parse and explain variant names")
-
-    sub = command("init", cmd_init, "Create a new kernel that builds and passes its tests as created.", kernels=False)
-    sub.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
-    sub.add_argument(
-        "--backends", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda", "rocm"], help="backends to scaffold"
-    )
-    sub.add_argument("--license", default="Apache-2.0", help="SPDX license id (default: Apache-2.0)")
-    sub.add_argument("--repo-id", help="Hub repository id (default: kernels-community/<name>)")
-
-    sub = command("update-build", cmd_update_build, "Rewrite an older build.toml (edition 2 or 4) as edition 5.")
-    sub.add_argument("--license", help="SPDX license id to add when the file has none")
-
-    sub = command(
-        "sync",
-        cmd_sync,
-        "Sync a kernel with its upstream (upstream.yaml), or report which kernels are behind.",
-        kernels=False,
-    )
-    sub.add_argument(
-        "kernels", nargs="*", metavar="KERNEL_DIR", help="the kernel folder to sync (several with --check)"
-    )
-    sub.add_argument(
-        "--all", action="store_true", help="every kernel under ./kernels with an upstream.yaml (with --check)"
-    )
-    sub.add_argument(
-        "--check", action="store_true", help="only report which kernels are behind; exit 1 when any is, 0 when none"
-    )
-    sub.add_argument("--json", action="store_true", help="with --check: print the report as JSON")
-    sub.add_argument("--ref", help="upstream branch, tag or commit to sync to (default: upstream.yaml's ref)")
-    sub.add_argument("--summary", metavar="FILE", help="also write the summary (a pull request body) to FILE")
-
-    sub = command(
-        "rocm-compile",
-        cmd_rocm_compile,
-        "Compile kernels' ROCm sources device-only with clang-19 (no GPU needed); "
-        "optionally require MFMA instructions.",
-    )
-    sub.add_argument("--out", metavar="DIR", help="output folder (default: <kernel>/.kbuild/rocm-device)")
-    sub.add_argument(
-        "--require-mfma",
-        nargs="?",
-        action="append",
-        const=r"v_mfma_f32_\w+_fp8_fp8",
-        metavar="REGEX",
-        help="fail unless each checked function has an instruction matching REGEX "
-        "(default: the FP8 MFMA ones); repeatable",
-    )
-    sub.add_argument(
-        "--in-function",
-        default="",
-        metavar="REGEX",
-        help="with --require-mfma: check only functions whose symbol matches REGEX (default: all)",
-    )
-    sub = command("card", cmd_card, "Render a kernel's CARD.md into its Hub README (kernel card).", kernels=False)
-    sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
-    sub.add_argument(
-        "--out", metavar="FILE", help="write the card to FILE (links made relative to it) instead of stdout"
-    )
-
-    sub = command(
-        "matrix",
-        cmd_matrix,
-        "Print the CI jobs (build and test matrices) as JSON for GitHub's fromJSON.",
-        kernels=False,
-    )
-    group = sub.add_mutually_exclusive_group()
-    group.add_argument(
-        "--changed-since", metavar="REF", help="only kernels changed since REF (all when kbuild itself changed)"
-    )
-    group.add_argument(
-        "--release", nargs="+", metavar="KERNEL", help="every variant of these kernels (names or folders)"
-    )
-
-    sub = command(
-        "publish",
-        cmd_publish,
-        "Publish built variants, benchmarks and the card to a Hub kernel repository. The Hub token comes "
-        "from HF_TOKEN, else from `hf auth login`.",
-        kernels=False,
-    )
-    sub.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
-    sub.add_argument(
-        "--repo-id", metavar="ORG/NAME", help="target repository (default: build.toml's, or kernels-community/<name>)"
-    )
-    sub.add_argument(
-        "--variant", action="append", metavar="VARIANT", help="publish only this built variant (repeatable)"
-    )
-    sub.add_argument(
-        "--card-only", action="store_true", help="publish only the card (main) and benchmarks (version branch)"
-    )
-    sub.add_argument("--dry-run", action="store_true", help="print the operations without publishing")
-    sub.add_argument(
-        "--to", metavar="FOLDER", help="publish into a local hub folder (git repositories) instead of the Hub"
-    )
-    sub.add_argument(
-        "--allow-nonportable",
-        action="store_true",
-        help="with --to: publish variants that fail the ABI check (e.g. built with this machine's toolchain)",
-    )
+        spec.arguments(sub)
     return parser
 
 
