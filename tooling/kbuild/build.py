@@ -25,7 +25,7 @@ from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
 from kbuild.inputs import input_digest, input_uid
 from kbuild.manifest import Manifest, load_manifest
-from kbuild.variants import NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
 Log = Callable[[str], None]
 SKIPPED_PARTS = {"__pycache__"}
@@ -45,7 +45,23 @@ def parse_variant_for(manifest: Manifest, name: str) -> Variant:
             file=manifest.path,
             fix=f"choose a variant for one of: {', '.join(manifest.backends)}",
         )
+    if variant.kind != NOARCH:
+        expected = with_abi(manifest, variant.with_kind(COMPILED) if variant.kind == STABLE_ABI else variant)
+        if expected.kind != variant.kind or (variant.kind == STABLE_ABI and expected.torch != variant.torch):
+            raise KbuildError(
+                f"{manifest.name} builds backend `{variant.backend}` as {expected.name}, not {name}",
+                file=manifest.path,
+                where="[torch] stable-abi",
+                fix=f"pass --variant {expected.name}",
+            )
     return variant
+
+
+def with_abi(manifest: Manifest, variant: Variant) -> Variant:
+    """`variant` as the kernel builds it: against the stable ABI of the torch version that
+    `[torch] stable-abi` gives for its backend, else as an ordinary compiled variant."""
+    stable = manifest.torch.stable_abi_for(variant.backend) if manifest.torch else None
+    return variant.with_stable_abi(stable) if stable else variant
 
 
 def project_for(manifest: Manifest, variant: Variant) -> Project:
@@ -63,9 +79,8 @@ def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
         if backend not in manifest.backends:
             raise KbuildError(f"backend `{backend}` is not in [general] backends", file=manifest.path)
         return Variant(torch=None, backend=backend, cpu="", os="", kind=NOARCH)
-    kind = STABLE_ABI if manifest.torch and manifest.torch.stable_abi else "compiled"
     if requested is None:
-        variant = detect_variant(kind=kind)
+        variant = detect_variant()
         if variant.backend not in manifest.backends:
             if "cpu" not in manifest.backends:
                 raise KbuildError(
@@ -73,10 +88,10 @@ def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
                     file=manifest.path,
                     fix="build from an environment whose torch matches one of the kernel's backends, or pass --variant",
                 )
-            variant = detect_variant("cpu", kind=kind)
-        return variant
+            variant = detect_variant("cpu")
+        return with_abi(manifest, variant)
     wanted = parse_variant_for(manifest, requested)
-    available = detect_variant(wanted.backend if wanted.backend == "cpu" else None, kind=wanted.kind)
+    available = with_abi(manifest, detect_variant(wanted.backend if wanted.backend == "cpu" else None))
     if available != wanted:
         raise KbuildError(
             f"this environment builds {available.name}, not {requested}",
@@ -86,7 +101,14 @@ def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
     return wanted
 
 
-def check_torch_bounds(manifest: Manifest, torch: TorchInstall) -> None:
+def check_torch_bounds(manifest: Manifest, torch: TorchInstall, variant: Variant) -> None:
+    if variant.kind == STABLE_ABI and variant.torch and Version(torch.major_minor) < Version(variant.torch):
+        raise KbuildError(
+            f"{variant.name} targets the stable ABI of torch {variant.torch}, found torch {torch.version}",
+            file=manifest.path,
+            where="[torch] stable-abi",
+            fix=f"build with torch >= {variant.torch}",
+        )
     spec = manifest.torch
     if spec is None:
         return
@@ -119,7 +141,7 @@ def build_kernel(
         library = None
         if target.kind != NOARCH:
             torch = find_torch()
-            check_torch_bounds(manifest, torch)
+            check_torch_bounds(manifest, torch, target)
             write_project(project, torch)
             library = _compile(project, jobs=jobs, log=log)
         staged = stage(project, library)

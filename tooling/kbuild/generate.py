@@ -6,15 +6,15 @@ and a file is only rewritten when its content changes (so rebuilds stay incremen
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import sysconfig
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
-from kbuild import paths
+from kbuild import cuda, paths
+from kbuild.cutlass import cutlass_include_dirs
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec, Manifest
 from kbuild.variants import STABLE_ABI, TorchInstall, Variant
@@ -49,14 +49,6 @@ def ops_name(manifest: Manifest, backend: str, uid: str) -> str:
     return f"_{manifest.python_name}_{backend}_{uid}"
 
 
-def cuda_gencode(capability: str) -> list[str]:
-    """'9.0a' -> -gencode for sm_90a; '10.0+PTX' also embeds PTX for compute_100."""
-    ptx = capability.endswith("+PTX")
-    number = capability.removesuffix("+PTX").replace(".", "")
-    codes = f"[sm_{number},compute_{number}]" if ptx else f"sm_{number}"
-    return [f"-gencode=arch=compute_{number},code={codes}"]
-
-
 @dataclass
 class KernelTarget:
     name: str
@@ -80,36 +72,22 @@ class Project:
     def generated_dir(self) -> Path:
         return self.build_dir / "generated"
 
+    def capabilities(self, kernel: KernelSpec) -> list[str]:
+        """The CUDA capabilities `kernel` is compiled for in this variant."""
+        return cuda.select_capabilities(kernel.name, kernel.cuda_capabilities, self.variant.toolkit or "")
+
     @property
     def archs(self) -> list[str]:
+        """The CUDA capabilities or ROCm archs compiled, as metadata.json records them."""
         kernels = self.manifest.kernels_for(self.variant.backend)
         if self.variant.backend == "cuda":
-            return sorted({cap for k in kernels for cap in k.cuda_capabilities})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the build already warned about dropped ones
+                selected = {cap for k in kernels for cap in self.capabilities(k)}
+            return sorted(selected, key=lambda cap: (tuple(int(p) for p in cuda.capability_base(cap).split(".")), cap))
         if self.variant.backend == "rocm":
             return sorted({arch for k in kernels for arch in k.rocm_archs})
         return []
-
-
-def cutlass_include_dirs(kernel: KernelSpec) -> list[Path]:
-    """Headers of the `nvidia-cutlass` PyPI package for a `cutlass_X_Y` dependency."""
-    wanted = [d for d in kernel.depends if d.startswith("cutlass_")]
-    if not wanted:
-        return []
-    spec = importlib.util.find_spec("cutlass_library")
-    if spec is None or spec.origin is None:
-        raise KbuildError(
-            f"[kernel.{kernel.name}] depends on {wanted[0]}, but the nvidia-cutlass package is not installed",
-            fix=f"pip install 'nvidia-cutlass=={wanted[0][8:].replace('_', '.')}.*'",
-        )
-    installed = importlib.metadata.version("nvidia-cutlass")
-    required = wanted[0][len("cutlass_") :].replace("_", ".")
-    if ".".join(installed.split(".")[:2]) != required:
-        raise KbuildError(
-            f"[kernel.{kernel.name}] depends on {wanted[0]}, but nvidia-cutlass {installed} is installed",
-            fix=f"pip install 'nvidia-cutlass=={required}.*'",
-        )
-    root = Path(spec.origin).parent / "source"
-    return [root / "include", root / "tools" / "util" / "include"]
 
 
 def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
@@ -135,8 +113,9 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
     include_dirs += [d.as_posix() for d in cutlass_include_dirs(kernel)]
     device_flags: list[str] = []
     if backend == "cuda":
-        for cap in kernel.cuda_capabilities:
-            device_flags += cuda_gencode(cap)
+        device_flags += [*cuda.TORCH_NVCC_FLAGS, *cuda.KERNEL_BUILDER_NVCC_FLAGS]
+        for cap in project.capabilities(kernel):
+            device_flags += cuda.gencode_flags(cap)
         device_flags += kernel.cuda_flags
     elif backend == "rocm":
         device_flags += [f"--offload-arch={arch}" for arch in kernel.rocm_archs] + kernel.hip_flags
@@ -178,7 +157,9 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
         backend=backend,
         backend_define=BACKEND_DEFINES[backend],
         device_language=DEVICE_LANGUAGES.get(backend, "CXX"),
-        torch_include_dirs=[d.as_posix() for d in torch.include_dirs],
+        torch_include_dirs=[d.as_posix() for d in torch.include_dirs]
+        + ([d.as_posix() for d in cuda.library_include_dirs()] if backend == "cuda" else []),
+        torch_target_version=torch_target_version(project.variant),
         torch_libraries=[(torch.library_dir / f"lib{lib}.so").as_posix() for lib in TORCH_LIBRARIES[backend]],
         kernels=kernels,
         binding_sources=binding_sources,
@@ -189,14 +170,22 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     )
     return {
         "CMakeLists.txt": cmake,
-        "generated/registration.h": render_registration(manifest, project.variant),
+        "generated/registration.h": render_registration(project.variant),
         "generated/_ops.py": render_ops(project.ops_name, compiled=True),
     }
 
 
-def render_registration(manifest: Manifest, variant: Variant) -> str:
-    stable = variant.kind == STABLE_ABI or bool(manifest.torch and manifest.torch.stable_abi_for(variant.backend))
-    return TEMPLATES.get_template("registration.h.j2").render(stable_abi=stable)
+def torch_target_version(variant: Variant) -> str | None:
+    """TORCH_TARGET_VERSION of a stable-ABI variant, in torch's format: one byte each for major
+    and minor, then zeros (2.10 -> 0x020a000000000000)."""
+    if variant.kind != STABLE_ABI or variant.torch is None:
+        return None
+    major, minor = (int(part) for part in variant.torch.split("."))
+    return f"0x{major:02x}{minor:02x}000000000000"
+
+
+def render_registration(variant: Variant) -> str:
+    return TEMPLATES.get_template("registration.h.j2").render(stable_abi=variant.kind == STABLE_ABI)
 
 
 def render_ops(ops_name: str, *, compiled: bool) -> str:

@@ -96,6 +96,11 @@ class Variant:
             )
         return variant
 
+    def with_stable_abi(self, torch: str) -> Variant:
+        """This variant built against torch `torch`'s stable ABI (e.g. "2.10")."""
+        major_minor = ".".join(torch.split(".")[:2])
+        return Variant(major_minor, self.backend, self.toolkit, self.cpu, self.os, STABLE_ABI)
+
     def with_kind(self, kind: str) -> Variant:
         if kind == NOARCH:
             return Variant(torch=None, backend=self.backend, cpu="", os="", kind=NOARCH)
@@ -188,7 +193,7 @@ def _os() -> str:
     return {"linux": "linux", "darwin": "darwin", "win32": "windows"}.get(sys.platform, sys.platform)
 
 
-def detect_variant(backend: str | None = None, kind: str = COMPILED) -> Variant:
+def detect_variant(backend: str | None = None) -> Variant:
     """The variant the running Python's torch can build and load.
 
     `backend="cpu"` asks for a CPU build with a CUDA/ROCm torch (the CPU kernels of a
@@ -207,5 +212,4 @@ def detect_variant(backend: str | None = None, kind: str = COMPILED) -> Variant:
         toolkit = ".".join(torch.cuda.split(".")[:2])
     elif backend == "rocm":
         toolkit = ".".join(torch.hip.split(".")[:2])
-    variant = Variant(torch=torch.major_minor, backend=backend, toolkit=toolkit, cpu=_machine(), os=_os())
-    return variant.with_kind(kind) if kind != COMPILED else variant
+    return Variant(torch=torch.major_minor, backend=backend, toolkit=toolkit, cpu=_machine(), os=_os())

@@ -2,7 +2,7 @@
 
 from kbuild.build import generate_only
 from kbuild.cli import main
-from kbuild.generate import cuda_gencode
+from kbuild.cuda import gencode_flags
 
 METAL_KERNEL = """
 [kernel.demo_metal]
@@ -42,5 +42,5 @@ def test_generate_rejects_a_backend_the_kernel_lacks(relu_copy, capsys):
 
 
 def test_cuda_gencode_flags():
-    assert cuda_gencode("9.0a") == ["-gencode=arch=compute_90a,code=sm_90a"]
-    assert cuda_gencode("10.0+PTX") == ["-gencode=arch=compute_100,code=[sm_100,compute_100]"]
+    assert gencode_flags("9.0a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert gencode_flags("10.0+PTX") == ["-gencode=arch=compute_100,code=[sm_100,compute_100]"]

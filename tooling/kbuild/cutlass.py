@@ -1,0 +1,163 @@
+"""The CUTLASS headers of a `cutlass_X_Y` kernel dependency, found in this order:
+
+1. the `nvidia-cutlass` PyPI package, when the installed one is the pinned release;
+2. a folder named by `KBUILD_CUTLASS_<X>_<Y>_DIR`, then `KBUILD_CUTLASS_DIR` (its
+   include/cutlass/version.h must say X.Y);
+3. a shallow git checkout of the release tag, cached under `$KBUILD_CACHE_DIR/cutlass/`
+   (default ~/.cache/kbuild), from `$KBUILD_CUTLASS_GIT_URL` (default NVIDIA's GitHub).
+
+Another version is never used in place of the one asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+
+from kbuild import gitrepo
+from kbuild.errors import KbuildError
+from kbuild.manifest import KernelSpec
+
+# The release each dependency name builds with: kernel-builder's pins up to 4.0, the first
+# release of the minor after that.
+RELEASES = {
+    "cutlass_2_10": "2.10.0",
+    "cutlass_3_5": "3.5.1",
+    "cutlass_3_6": "3.6.0",
+    "cutlass_3_8": "3.8.0",
+    "cutlass_3_9": "3.9.2",
+    "cutlass_4_0": "4.0.0",
+    "cutlass_4_1": "4.1.0",
+    "cutlass_4_2": "4.2.0",
+    "cutlass_4_3": "4.3.0",
+    "cutlass_4_4": "4.4.0",
+    "cutlass_4_5": "4.5.0",
+}
+GIT_URL = "https://github.com/NVIDIA/cutlass.git"
+_VERSION_DEFINE = re.compile(r"#define\s+CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)")
+
+
+def cutlass_include_dirs(kernel: KernelSpec) -> list[Path]:
+    """Include folders for the `cutlass_X_Y` dependency of `kernel` (none without one)."""
+    wanted = sorted({d for d in kernel.depends if d.startswith("cutlass_")})
+    if not wanted:
+        return []
+    if len(wanted) > 1:
+        raise KbuildError(
+            f"[kernel.{kernel.name}] depends on {' and '.join(wanted)}; one CUTLASS version per kernel",
+            fix="keep one cutlass_X_Y in depends",
+        )
+    root = resolve(wanted[0], owner=f"[kernel.{kernel.name}]")
+    return [root / "include", root / "tools" / "util" / "include"]
+
+
+def resolve(dependency: str, *, owner: str) -> Path:
+    """The root of a CUTLASS source tree of the release `dependency` pins."""
+    if dependency not in RELEASES:
+        raise KbuildError(
+            f"{owner} depends on {dependency}, which kbuild cannot provide",
+            fix=f"use one of {', '.join(RELEASES)}",
+        )
+    release = RELEASES[dependency]
+    tried: list[str] = []
+    for find in (_from_wheel, _from_folder, _from_git):
+        root = find(dependency, release, tried)
+        if root is not None:
+            return root
+    variable = _folder_variable(dependency)
+    raise KbuildError(
+        f"{owner} depends on {dependency} (CUTLASS {release}), which was not found: " + "; ".join(tried),
+        fix=f"pip install 'nvidia-cutlass=={release}.*' where PyPI has it, or set {variable} (or "
+        f"KBUILD_CUTLASS_DIR) to a CUTLASS {release} checkout, or let git reach {_git_url()}",
+    )
+
+
+def source_version(root: Path) -> str | None:
+    """'3.9.2' from root/include/cutlass/version.h, None when there is none."""
+    header = root / "include" / "cutlass" / "version.h"
+    if not header.is_file():
+        return None
+    parts = dict(_VERSION_DEFINE.findall(header.read_text(encoding="utf-8", errors="replace")))
+    if not {"MAJOR", "MINOR"} <= parts.keys():
+        return None
+    return f"{parts['MAJOR']}.{parts['MINOR']}.{parts.get('PATCH', '0')}"
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _folder_variable(dependency: str) -> str:
+    return f"KBUILD_{dependency.upper()}_DIR"
+
+
+def _git_url() -> str:
+    return os.environ.get("KBUILD_CUTLASS_GIT_URL") or GIT_URL
+
+
+def _from_wheel(dependency: str, release: str, tried: list[str]) -> Path | None:
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or spec.origin is None:
+        tried.append("the nvidia-cutlass package is not installed")
+        return None
+    installed = importlib.metadata.version("nvidia-cutlass")
+    if ".".join(installed.split(".")[:3]) != release:
+        tried.append(f"nvidia-cutlass {installed} is installed, not {release}")
+        return None
+    return Path(spec.origin).parent / "source"
+
+
+def _from_folder(dependency: str, release: str, tried: list[str]) -> Path | None:
+    for variable in (_folder_variable(dependency), "KBUILD_CUTLASS_DIR"):
+        value = os.environ.get(variable)
+        if not value:
+            continue
+        root = Path(value).expanduser()
+        found = source_version(root)
+        if found is None:
+            raise KbuildError(
+                f"{variable}={value} is not a CUTLASS source tree (no include/cutlass/version.h)",
+                fix=f"point {variable} at the root of a CUTLASS {release} checkout",
+            )
+        if _major_minor(found) != _major_minor(release):
+            raise KbuildError(
+                f"{variable}={value} holds CUTLASS {found}, but {dependency} needs {_major_minor(release)}",
+                fix=f"point {_folder_variable(dependency)} at a CUTLASS {release} checkout",
+            )
+        return root
+    tried.append(f"neither {_folder_variable(dependency)} nor KBUILD_CUTLASS_DIR is set")
+    return None
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("KBUILD_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kbuild"
+    return Path(base) / "cutlass"
+
+
+def _from_git(dependency: str, release: str, tried: list[str]) -> Path | None:
+    target = cache_dir() / f"v{release}"
+    if source_version(target) == release:
+        return target
+    url = _git_url()
+    partial = target.with_name(f"{target.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    clone = ["clone", "--quiet", "--depth", "1", "--branch", f"v{release}", url, str(partial)]
+    try:
+        gitrepo.git(clone, partial.parent)
+    except KbuildError as error:
+        shutil.rmtree(partial, ignore_errors=True)
+        tried.append(f"no checkout of tag v{release} from {url} ({error.message.splitlines()[-1]})")
+        return None
+    found = source_version(partial)
+    if found != release:
+        shutil.rmtree(partial, ignore_errors=True)
+        tried.append(f"tag v{release} of {url} holds CUTLASS {found}")
+        return None
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
