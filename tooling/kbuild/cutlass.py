@@ -134,8 +134,10 @@ def _from_folder(dependency: str, release: str, tried: list[str]) -> Path | None
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("KBUILD_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kbuild"
-    return Path(base) / "cutlass"
+    configured = os.environ.get("KBUILD_CACHE_DIR")
+    if configured:
+        return Path(configured) / "cutlass"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kbuild" / "cutlass"
 
 
 def _from_git(dependency: str, release: str, tried: list[str]) -> Path | None:
