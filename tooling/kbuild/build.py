@@ -48,11 +48,16 @@ def parse_variant_for(manifest: Manifest, name: str) -> Variant:
     if variant.kind != NOARCH:
         expected = with_abi(manifest, variant.with_kind(COMPILED) if variant.kind == STABLE_ABI else variant)
         if expected.kind != variant.kind or (variant.kind == STABLE_ABI and expected.torch != variant.torch):
+            if expected.kind == STABLE_ABI:
+                kind, fix = expected.name, f"pass --variant {expected.name}"
+            else:
+                kind = "an ordinary compiled variant (no [torch] stable-abi version for it)"
+                fix = f"name a compiled variant, e.g. torch{variant.torch_tag}-cxx11-{variant.compute}-..."
             raise KbuildError(
-                f"{manifest.name} builds backend `{variant.backend}` as {expected.name}, not {name}",
+                f"{manifest.name} builds backend `{variant.backend}` as {kind}, not {name}",
                 file=manifest.path,
                 where="[torch] stable-abi",
-                fix=f"pass --variant {expected.name}",
+                fix=fix,
             )
     return variant
 

@@ -95,7 +95,7 @@ def check_layout(kernel_dir: Path, python_name: str) -> list[Finding]:
             )
         )
     tests = kernel_dir / "tests"
-    if not any(tests.glob("test_*.py")):
+    if not any(tests.rglob("test_*.py")) and not any(tests.rglob("*_test.py")):
         findings.append(
             Finding(tests, None, "no tests: add tests/test_*.py (quick ones marked @pytest.mark.kernels_ci)", "warning")
         )

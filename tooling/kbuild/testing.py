@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kbuild import pytest_imports
 from kbuild.build import build_kernel
 from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest
+from kbuild.manifest import Manifest, load_manifest
 
 NO_TESTS_COLLECTED = 5
 
@@ -19,6 +20,13 @@ def loader_environment(kernel_dir: Path, repo_id: str) -> dict[str, str]:
     overrides = [e for e in os.environ.get("LOCAL_KERNELS", "").split(":") if e and not e.startswith(f"{repo_id}=")]
     overrides.append(f"{repo_id}={kernel_dir}")
     return {**os.environ, "LOCAL_KERNELS": ":".join(overrides), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def test_environment(manifest: Manifest) -> dict[str, str]:
+    """The loader environment, plus `import <python_name>` resolving to the same fresh build
+    (through the kbuild.pytest_imports plugin)."""
+    alias = f"{manifest.python_name}={manifest.repo_id}@{manifest.version}"
+    return {**loader_environment(manifest.kernel_dir, manifest.repo_id), pytest_imports.ENVIRONMENT: alias}
 
 
 def run_tests(
@@ -42,11 +50,12 @@ def run_tests(
     tests = kernel_dir / "tests"
     if not tests.is_dir():
         raise KbuildError(f"{manifest.name} has no tests/ folder", file=tests, fix="add tests/test_*.py")
-    command = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", *(pytest_args or [])]
+    command = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", "-p", pytest_imports.__name__]
+    command += pytest_args or []
     if ci:
         command += ["-m", "kernels_ci"]
     print(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
-    code = subprocess.run(command, env=loader_environment(kernel_dir, manifest.repo_id), check=False).returncode
+    code = subprocess.run(command, env=test_environment(manifest), check=False).returncode
     if code == NO_TESTS_COLLECTED:
         print(f"kbuild: {manifest.name}: no tests selected (counted as success)", file=sys.stderr)
         return 0
