@@ -27,7 +27,9 @@ class BuildAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self._package: str | None = None
         self._real_specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != self.name and not fullname.startswith(self.name + "."):
             return None
         return importlib.machinery.ModuleSpec(fullname, self)

@@ -1,4 +1,7 @@
 // The CPU build uses torch's full C++ API; the CUDA build only the stable ABI.
+#if defined(CUDA_KERNEL)
+#define USE_CUDA  // declares the stable shim's CUDA stream accessor
+#endif
 #include "registration.h"
 
 #if defined(CPU_KERNEL)
@@ -19,7 +22,6 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("scale", torch::kCPU, &scale);
 }
 #else
-#define USE_CUDA  // declares the stable shim's CUDA stream accessor
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 

@@ -1,0 +1,271 @@
+"""kernel-builder semantics of build.toml, each shown on a test kernel of tests/data/kernels/.
+
+The CUDA compiles need nvcc and a CUDA torch: they run the `kbuild` of the environment named
+by KBUILD_CUDA_ENV (default: the repository's .venv-cu130, which scripts/cuda-compile.sh
+creates) and are skipped without one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from kbuild import cuda, cutlass
+from kbuild.build import generate_only, project_for, resolve_variant
+from kbuild.checks import check_kernel
+from kbuild.errors import KbuildError
+from kbuild.manifest import CUTLASS_DEPENDS, load_manifest
+from kbuild.testing import run_tests
+from kbuild.variants import Variant, detect_variant
+
+DATA = Path(__file__).parent / "data" / "kernels"
+CU130 = "torch214-cxx11-cu130-x86_64-linux"
+CUDA_ENV = Path(os.environ.get("KBUILD_CUDA_ENV") or REPO / ".venv-cu130")
+
+needs_cuda_env = pytest.mark.skipif(
+    shutil.which("nvcc") is None or not (CUDA_ENV / "bin" / "kbuild").is_file(),
+    reason=f"needs nvcc and a CUDA torch with kbuild in {CUDA_ENV} (bash scripts/cuda-compile.sh creates it)",
+)
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / name
+    shutil.copytree(DATA / name, target, ignore=shutil.ignore_patterns("build", ".kbuild", "__pycache__"))
+    return target
+
+
+def _cuda_build(kernel: Path, variant: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CXX": "/usr/bin/g++", "CUDAHOSTCXX": "/usr/bin/g++"}
+    command = [str(CUDA_ENV / "bin" / "kbuild"), "build", str(kernel), "--variant", variant, "-j", "2"]
+    return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+
+
+# -- 1. a [torch.stable-abi] table applies to the backends it names ------------------------
+
+
+def test_stable_abi_table_leaves_other_backends_compiled(tmp_path):
+    kernel = _copy("stable-split", tmp_path)
+    cpu = resolve_variant(load_manifest(kernel), None)
+    assert cpu == detect_variant("cpu")
+    assert cpu.name.startswith("torch213-cxx11-cpu-")
+    registration = (generate_only(kernel) / "generated" / "registration.h").read_text()
+    assert "STABLE_TORCH_LIBRARY_EXPAND" not in registration
+    cmake = (generate_only(kernel) / "CMakeLists.txt").read_text()
+    assert "TORCH_TARGET_VERSION" not in cmake
+
+
+def test_stable_abi_table_applies_to_named_backend(tmp_path):
+    kernel = _copy("stable-split", tmp_path)
+    build_dir = generate_only(kernel, "torch-stable-abi210-cu130-x86_64-linux")
+    assert "STABLE_TORCH_LIBRARY_EXPAND" in (build_dir / "generated" / "registration.h").read_text()
+    assert "TORCH_TARGET_VERSION=0x020a000000000000" in (build_dir / "CMakeLists.txt").read_text()
+
+
+def test_variant_kind_must_match_the_table(tmp_path, capsys):
+    from kbuild.cli import main
+
+    kernel = _copy("stable-split", tmp_path)
+    assert main(["generate", str(kernel), "--variant", "torch-stable-abi210-cpu-x86_64-linux"]) == 2
+    assert "ordinary compiled variant" in capsys.readouterr().err
+    assert main(["generate", str(kernel), "--variant", CU130]) == 2
+    assert "pass --variant torch-stable-abi210-cu130-x86_64-linux" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_stable_split_cpu_builds_and_passes_its_tests(tmp_path):
+    kernel = _copy("stable-split", tmp_path)
+    assert run_tests(kernel, pytest_args=["-q"]) == 0
+    assert [p.name for p in (kernel / "build").iterdir()] == [detect_variant("cpu").name]
+
+
+# -- 2. stable-ABI variants take the table's torch version --------------------------------
+
+
+def test_stable_variant_is_named_after_the_table_version(tmp_path):
+    manifest = load_manifest(_copy("stable-cpu", tmp_path))
+    assert resolve_variant(manifest, None).name == "torch-stable-abi210-cpu-x86_64-linux"
+    requested = "torch-stable-abi210-cpu-x86_64-linux"
+    assert resolve_variant(manifest, requested) == Variant.parse(requested)
+
+
+def test_stable_cuda_variant_name_is_accepted(tmp_path):
+    kernel = _copy("stable-split", tmp_path)
+    build_dir = generate_only(kernel, "torch-stable-abi210-cu130-x86_64-linux")
+    assert build_dir.name == "torch-stable-abi210-cu130-x86_64-linux"
+
+
+@pytest.mark.slow
+def test_stable_cpu_kernel_builds_against_the_210_abi_and_loads(tmp_path):
+    kernel = _copy("stable-cpu", tmp_path)
+    assert run_tests(kernel, pytest_args=["-q"]) == 0
+    assert (kernel / "build" / "torch-stable-abi210-cpu-x86_64-linux" / "metadata.json").is_file()
+
+
+# -- 3., 4., 5. the CUDA compile: torch's flags, CUDA headers, capabilities ----------------
+
+
+def test_torch_nvcc_flags_are_torchs_without_the_half_switches():
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+
+    expected = [flag for flag in COMMON_NVCC_FLAGS if flag not in cuda.TORCH_NVCC_FLAGS_DROPPED]
+    assert list(cuda.TORCH_NVCC_FLAGS) == expected
+
+
+def test_cuda_flags_order_and_headers(tmp_path):
+    with pytest.warns(UserWarning, match=r"CUDA 13.0 cannot build 7.0; building 8.0"):
+        build_dir = generate_only(_copy("cuda-env", tmp_path), CU130)
+    cmake = (build_dir / "CMakeLists.txt").read_text()
+    flags = "--expt-relaxed-constexpr;-DENABLE_FP8;-gencode=arch=compute_80,code=sm_80;-DCUDA_ENV_OWN_FLAG"
+    assert f"$<$<COMPILE_LANGUAGE:CUDA>:{flags}>" in cmake
+    assert "__CUDA_NO_HALF" not in cmake and "compute_70" not in cmake
+    assert "target_include_directories(kernel_flags SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})" in cmake
+
+
+def test_default_capabilities_follow_the_toolkit(tmp_path):
+    kernel = _copy("cuda-env", tmp_path)
+    toml = kernel / "build.toml"
+    toml.write_text(toml.read_text().replace('cuda-capabilities = ["7.0", "8.0"]\n', ""))
+    manifest = load_manifest(kernel)
+    for variant, expected in (
+        (CU130, ["7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0+PTX"]),
+        (
+            "torch213-cxx11-cu128-x86_64-linux",
+            ["7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0+PTX"],
+        ),
+        ("torch213-cxx11-cu126-x86_64-linux", ["7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX"]),
+    ):
+        assert project_for(manifest, Variant.parse(variant)).archs == expected
+    cmake = (generate_only(kernel, CU130) / "CMakeLists.txt").read_text()
+    assert "-gencode=arch=compute_75,code=sm_75" in cmake
+    assert "-gencode=arch=compute_120,code=[sm_120,compute_120]" in cmake
+
+
+def test_capability_filter_keeps_suffixes_and_refuses_an_empty_list():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cuda.select_capabilities("k", ["9.0a", "10.0f", "12.0+PTX"], "13.0") == ["9.0a", "10.0f", "12.0+PTX"]
+    with pytest.warns(UserWarning, match="cannot build 10.1"):
+        assert cuda.select_capabilities("k", ["10.1", "11.0"], "13.0") == ["11.0"]
+    with pytest.raises(KbuildError, match="can build none of 7.0, 7.2"):
+        cuda.select_capabilities("k", ["7.0", "7.2"], "13.0")
+
+
+@pytest.mark.slow
+@needs_cuda_env
+def test_cuda_env_kernel_compiles(tmp_path):
+    kernel = _copy("cuda-env", tmp_path)
+    result = _cuda_build(kernel, CU130)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "CUDA 13.0 cannot build 7.0; building 8.0" in result.stderr
+    metadata = json.loads((kernel / "build" / CU130 / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "cuda", "archs": ["8.0"]}
+
+
+@pytest.mark.slow
+@needs_cuda_env
+def test_stable_split_cuda_variant_compiles(tmp_path):
+    kernel = _copy("stable-split", tmp_path)
+    result = _cuda_build(kernel, "torch-stable-abi210-cu130-x86_64-linux")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (kernel / "build" / "torch-stable-abi210-cu130-x86_64-linux" / "metadata.json").is_file()
+
+
+# -- 6. CUTLASS: wheel, folder, or a cached checkout of the release tag --------------------
+
+
+def _cutlass_source(root: Path, version: str) -> Path:
+    major, minor, patch = version.split(".")
+    header = root / "include" / "cutlass" / "version.h"
+    header.parent.mkdir(parents=True)
+    header.write_text(f"#define CUTLASS_MAJOR {major}\n#define CUTLASS_MINOR {minor}\n#define CUTLASS_PATCH {patch}\n")
+    (root / "tools" / "util" / "include").mkdir(parents=True)
+    (root / "tools" / "util" / "include" / "README").write_text("util headers\n")
+    return root
+
+
+def _cutlass_repository(root: Path, version: str) -> Path:
+    """A local git repository standing in for github.com/NVIDIA/cutlass, tagged v<version>."""
+    _cutlass_source(root, version)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", f"CUTLASS {version}")
+    git("tag", f"v{version}")
+    return root
+
+
+@pytest.fixture
+def no_cutlass(monkeypatch, tmp_path):
+    """No folder variables, a private cache, and a git URL that does not exist."""
+    for variable in ("KBUILD_CUTLASS_DIR", "KBUILD_CUTLASS_3_9_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("KBUILD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KBUILD_CUTLASS_GIT_URL", (tmp_path / "no-such-repository").as_uri())
+    return tmp_path
+
+
+def test_every_cutlass_dependency_has_a_release():
+    assert set(CUTLASS_DEPENDS) <= set(cutlass.RELEASES)
+
+
+def test_cutlass_from_a_cached_checkout_of_the_release_tag(no_cutlass, monkeypatch, tmp_path):
+    repository = _cutlass_repository(tmp_path / "cutlass-repo", "3.9.2")
+    monkeypatch.setenv("KBUILD_CUTLASS_GIT_URL", repository.as_uri())
+    kernel = _copy("cutlass-pin", tmp_path)
+    cmake = (generate_only(kernel, CU130) / "CMakeLists.txt").read_text()
+    checkout = tmp_path / "cache" / "cutlass" / "v3.9.2"
+    assert f'"{(checkout / "include").as_posix()}"' in cmake
+    assert f'"{(checkout / "tools" / "util" / "include").as_posix()}"' in cmake
+    shutil.rmtree(repository)
+    assert cutlass.resolve("cutlass_3_9", owner="test") == checkout, "the second build uses the cache"
+
+
+def test_cutlass_tag_with_another_version_is_refused(no_cutlass, monkeypatch, tmp_path):
+    repository = _cutlass_repository(tmp_path / "cutlass-repo", "3.9.0")
+    subprocess.run(["git", "tag", "v3.9.2"], cwd=repository, check=True)
+    monkeypatch.setenv("KBUILD_CUTLASS_GIT_URL", repository.as_uri())
+    with pytest.raises(KbuildError, match=r"tag v3.9.2 of .* holds CUTLASS 3.9.0"):
+        cutlass.resolve("cutlass_3_9", owner="[kernel.k]")
+
+
+def test_cutlass_from_the_per_version_folder_variable(no_cutlass, monkeypatch, tmp_path):
+    source = _cutlass_source(tmp_path / "cutlass-3.9", "3.9.2")
+    monkeypatch.setenv("KBUILD_CUTLASS_3_9_DIR", str(source))
+    monkeypatch.setenv("KBUILD_CUTLASS_DIR", str(_cutlass_source(tmp_path / "cutlass-3.8", "3.8.0")))
+    assert cutlass.resolve("cutlass_3_9", owner="test") == source
+
+
+def test_cutlass_folder_of_another_version_is_an_error(no_cutlass, monkeypatch, tmp_path):
+    monkeypatch.setenv("KBUILD_CUTLASS_DIR", str(_cutlass_source(tmp_path / "cutlass-3.8", "3.8.0")))
+    with pytest.raises(KbuildError, match=r"KBUILD_CUTLASS_DIR=.* holds CUTLASS 3.8.0, but cutlass_3_9 needs 3.9"):
+        cutlass.resolve("cutlass_3_9", owner="test")
+
+
+def test_unresolved_cutlass_names_every_fix(no_cutlass, tmp_path, capsys):
+    from kbuild.cli import main
+
+    assert main(["generate", str(_copy("cutlass-pin", tmp_path)), "--variant", CU130]) == 2
+    err = capsys.readouterr().err
+    assert "[kernel.gemm_tile] depends on cutlass_3_9 (CUTLASS 3.9.2), which was not found" in err
+    assert "no checkout of tag v3.9.2" in err
+    for fix in ("pip install 'nvidia-cutlass==3.9.2.*'", "KBUILD_CUTLASS_3_9_DIR", "KBUILD_CUTLASS_DIR"):
+        assert fix in err
+
+
+# -- 7. tests import the package by name, from subfolders ---------------------------------
+
+
+def test_tests_import_the_package_by_name_from_a_subfolder(tmp_path):
+    kernel = _copy("named-import", tmp_path)
+    assert not [f for f in check_kernel(kernel) if "no tests" in f.message]
+    assert run_tests(kernel, pytest_args=["-q"]) == 0
