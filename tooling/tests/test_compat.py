@@ -15,7 +15,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from kbuild import cuda, cutlass
 from kbuild.build import generate_only, project_for, resolve_variant
@@ -25,6 +24,7 @@ from kbuild.manifest import CUTLASS_DEPENDS, load_manifest
 from kbuild.testing import run_tests
 from kbuild.variants import Variant, detect_variant
 
+REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data" / "kernels"
 CU130 = "torch214-cxx11-cu130-x86_64-linux"
 CUDA_ENV = Path(os.environ.get("KBUILD_CUDA_ENV") or REPO / ".venv-cu130")
