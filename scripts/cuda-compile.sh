@@ -10,8 +10,15 @@ fi
 if [ ! -x .venv-cu130/bin/kbuild ]; then
   python3 -m venv .venv-cu130
 fi
-# Only torch's headers and libraries are needed to compile and link, not its CUDA wheels.
+# Only torch's headers and libraries are needed to compile and link, not its CUDA wheels,
 .venv-cu130/bin/python -m pip install -q --disable-pip-version-check --no-deps "torch==2.14.1"
+# except the headers of the CUDA libraries ATen/cuda/CUDAContext.h includes (cuBLAS, cuSPARSE,
+# cuSOLVER), which the nvcc toolkit lacks: the NVIDIA wheels of torch's own cuda-toolkit pin.
+# kbuild adds their include folders to CUDA builds.
+cuda_toolkit=$(.venv-cu130/bin/python -c 'import importlib.metadata as m, re
+print(next(re.search(r"==\s*([\d.]+)", r)[1] for r in m.requires("torch") if r.startswith("cuda-toolkit[")))')
+.venv-cu130/bin/python -m pip install -q --disable-pip-version-check \
+  "cuda-toolkit[cublas,cusparse,cusolver]==$cuda_toolkit"
 .venv-cu130/bin/python -m pip install -q --disable-pip-version-check -e .
 for kernel in kernels/*/; do
   if grep -q '"cuda"' "$kernel/build.toml"; then
