@@ -269,3 +269,68 @@ def test_tests_import_the_package_by_name_from_a_subfolder(tmp_path):
     kernel = _copy("named-import", tmp_path)
     assert not [f for f in check_kernel(kernel) if "no tests" in f.message]
     assert run_tests(kernel, pytest_args=["-q"]) == 0
+
+
+# -- 10. <hip/hip_fp8.h> stand-in for ROCm compile checks ----------------------------------
+
+needs_clang = pytest.mark.skipif(
+    shutil.which("clang++-19") is None or not Path("/usr/include/hip/hip_runtime.h").is_file(),
+    reason="needs clang-19 and the HIP headers (bash scripts/system-packages.sh)",
+)
+FP8_DTYPES = ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3fn", "float8_e5m2")  # __HIP_E4M3_FNUZ, ... order
+FP8_PROGRAM = r"""
+#include <hip/hip_fp8.h>
+#include <cstdio>
+#include <cstdlib>
+int main(int argc, char** argv) {
+  const __hip_fp8_interpretation_t kinds[4] = {__HIP_E4M3_FNUZ, __HIP_E5M2_FNUZ, __HIP_E4M3, __HIP_E5M2};
+  for (int k = 0; k < 4; ++k) {
+    for (int code = 0; code < 256; ++code) printf("%a ", static_cast<double>(kbuild_hip_fp8::decode(code, kinds[k])));
+    printf("\n");
+    for (int i = 1; i < argc; ++i) {
+      printf("%d ", __hip_cvt_float_to_fp8(strtof(argv[i], nullptr), __HIP_SATFINITE, kinds[k]));
+    }
+    printf("\n");
+  }
+  __hip_fp8_e4m3_fnuz x = 1.5f;
+  printf("%a %d\n", static_cast<double>(float(x)), static_cast<int>(sizeof(__hip_fp8x4_e4m3_fnuz)));
+  return 0;
+}
+"""
+
+
+@needs_clang
+def test_rocm_fp8_kernel_compiles_for_gfx942(tmp_path, capsys):
+    from kbuild.cli import main
+
+    kernel = _copy("rocm-fp8", tmp_path)
+    assert main(["rocm-compile", str(kernel)]) == 0
+    assert "dequant gfx942 dequant/dequant.hip" in capsys.readouterr().out
+
+
+@needs_clang
+def test_hip_fp8_stand_in_converts_like_torch(tmp_path):
+    import torch
+
+    from kbuild.rocm import COMPAT_INCLUDE
+
+    source, program = tmp_path / "fp8.hip", tmp_path / "fp8"
+    source.write_text(FP8_PROGRAM)
+    compile_command = ["clang++-19", "-x", "hip", "--cuda-host-only", "-std=c++17", "-nogpulib"]
+    compile_command += ["-idirafter", str(COMPAT_INCLUDE), str(source), "-o", str(program), "-lamdhip64"]
+    subprocess.run(compile_command, check=True, capture_output=True)
+    generator = torch.Generator().manual_seed(0)
+    values = torch.cat([torch.randn(300, generator=generator) * 4, torch.randn(100, generator=generator) * 1e-3])
+    values = torch.cat([values, torch.tensor([0.0, -0.0, 1e6, -1e6, float("inf"), float("-inf")])])
+    output = subprocess.run([program, *(v.hex() for v in values.tolist())], capture_output=True, text=True, check=True)
+    lines = output.stdout.splitlines()
+    for index, name in enumerate(FP8_DTYPES):
+        dtype = getattr(torch, name)
+        decoded = torch.tensor([float.fromhex(v) for v in lines[2 * index].split()])
+        expected = torch.arange(256, dtype=torch.uint8).view(dtype).float()
+        torch.testing.assert_close(decoded, expected, equal_nan=True, rtol=0, atol=0)
+        encoded = torch.tensor([int(v) for v in lines[2 * index + 1].split()], dtype=torch.uint8)
+        finfo = torch.finfo(dtype)
+        saturated = values.clamp(-finfo.max, finfo.max)  # SATFINITE: overflow gives the largest finite value
+        assert torch.equal(encoded, saturated.to(dtype).view(torch.uint8)), name
+    assert lines[-1] == "0x1.8p+0 4"
