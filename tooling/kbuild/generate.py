@@ -72,6 +72,17 @@ class Project:
     def generated_dir(self) -> Path:
         return self.build_dir / "generated"
 
+    @property
+    def kernels(self) -> list[KernelSpec]:
+        """The `[kernel.*]` tables this variant compiles: those of its backend, less CUDA kernels
+        whose cuda-minver is above the variant's toolkit."""
+        toolkit = self.variant.toolkit
+        return [
+            k
+            for k in self.manifest.kernels_for(self.variant.backend)
+            if not (k.cuda_minver and toolkit and _version(toolkit) < _version(k.cuda_minver))
+        ]
+
     def capabilities(self, kernel: KernelSpec) -> list[str]:
         """The CUDA capabilities `kernel` is compiled for in this variant."""
         return cuda.select_capabilities(kernel.name, kernel.cuda_capabilities, self.variant.toolkit or "")
@@ -79,7 +90,7 @@ class Project:
     @property
     def archs(self) -> list[str]:
         """The CUDA capabilities or ROCm archs compiled, as metadata.json records them."""
-        kernels = self.manifest.kernels_for(self.variant.backend)
+        kernels = self.kernels
         if self.variant.backend == "cuda":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the build already warned about dropped ones
@@ -88,6 +99,10 @@ class Project:
         if self.variant.backend == "rocm":
             return sorted({arch for k in kernels for arch in k.rocm_archs})
         return []
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
@@ -142,7 +157,7 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     manifest, backend = project.manifest, project.variant.backend
     if manifest.torch is None:
         raise KbuildError("only [torch] kernels are compiled", file=manifest.path)
-    kernels = [_kernel_target(project, k) for k in manifest.kernels_for(backend)]
+    kernels = [_kernel_target(project, k) for k in project.kernels]
     kernel_dir = manifest.kernel_dir
     for rel in [*manifest.torch.src, *manifest.torch.include]:
         paths.inside(kernel_dir, rel, file=manifest.path, what="[torch] src/include")

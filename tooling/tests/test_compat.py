@@ -334,3 +334,143 @@ def test_hip_fp8_stand_in_converts_like_torch(tmp_path):
         saturated = values.clamp(-finfo.max, finfo.max)  # SATFINITE: overflow gives the largest finite value
         assert torch.equal(encoded, saturated.to(dtype).view(torch.uint8)), name
     assert lines[-1] == "0x1.8p+0 4"
+
+
+# -- the other keys of build.toml, as docs/kernel-builder-compat.md lists them -------------
+
+EVERY_BACKEND = """
+[general]
+name = "every-key"
+version = 2
+edition = 5
+license = "MIT"
+backends = ["cpu", "cuda", "rocm", "xpu"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+include = ["binding_include"]
+cxx-flags = ["-DBINDING_FLAG"]
+minver = "2.12"
+
+[kernel.on_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["k/k.cpp"]
+include = ["kernel_include"]
+cxx-flags = ["-DKERNEL_CXX_FLAG"]
+
+[kernel.on_cuda]
+backend = "cuda"
+depends = ["torch"]
+src = ["k/k.cu"]
+cuda-capabilities = ["9.0"]
+
+[kernel.on_cuda_14]
+backend = "cuda"
+depends = ["torch"]
+src = ["k/new.cu"]
+cuda-minver = "14.0"
+
+[kernel.on_rocm]
+backend = "rocm"
+depends = ["torch"]
+src = ["k/k.hip"]
+rocm-archs = ["gfx942", "gfx950"]
+hip-flags = ["-DHIP_FLAG"]
+
+[kernel.on_xpu]
+backend = "xpu"
+depends = ["torch"]
+src = ["k/k.cpp"]
+sycl-flags = ["-fsycl-targets=spir64"]
+"""
+
+
+@pytest.fixture
+def every_key(tmp_path) -> Path:
+    root = tmp_path / "every-key"
+    for rel in (
+        "torch-ext/torch_binding.cpp",
+        "k/k.cpp",
+        "k/k.cu",
+        "k/new.cu",
+        "k/k.hip",
+        "torch-ext/every_key/__init__.py",
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("")
+    (root / "binding_include").mkdir()
+    (root / "kernel_include").mkdir()
+    (root / "build.toml").write_text(EVERY_BACKEND)
+    return root
+
+
+def test_generated_projects_carry_the_keys_of_each_backend(every_key):
+    cpu = (generate_only(every_key, "torch213-cxx11-cpu-x86_64-linux") / "CMakeLists.txt").read_text()
+    assert f'"{(every_key / "binding_include").as_posix()}"' in cpu and "BINDING_FLAG" in cpu
+    assert f'"{(every_key / "kernel_include").as_posix()}"' in cpu and "-DKERNEL_CXX_FLAG" in cpu
+    cu130 = (generate_only(every_key, CU130) / "CMakeLists.txt").read_text()
+    assert "kernel_on_cuda " in cu130 and "kernel_on_cuda_14" not in cu130, "cuda-minver 14.0 skips it on 13.0"
+    rocm = (generate_only(every_key, "torch213-cxx11-rocm71-x86_64-linux") / "CMakeLists.txt").read_text()
+    assert "--offload-arch=gfx942;--offload-arch=gfx950;-DHIP_FLAG" in rocm
+    xpu = (generate_only(every_key, "torch213-cxx11-xpu20260-x86_64-linux") / "CMakeLists.txt").read_text()
+    assert "-fsycl-targets=spir64" in xpu
+
+
+def test_torch_minver_is_checked(every_key):
+    from kbuild.build import check_torch_bounds
+    from kbuild.variants import find_torch
+
+    toml = every_key / "build.toml"
+    toml.write_text(toml.read_text().replace('minver = "2.12"', 'minver = "9.0"\nmaxver = "9.1"'))
+    manifest = load_manifest(every_key)
+    with pytest.raises(KbuildError, match="needs torch >= 9.0"):
+        check_torch_bounds(manifest, find_torch(), detect_variant("cpu"))
+
+
+NOARCH_KEYS = """
+[general]
+name = "noarch-keys"
+version = 3
+edition = 5
+license = "MIT"
+backends = ["cpu", "cuda"]
+upstream = "https://github.com/example/upstream"
+source = "https://github.com/example/source"
+python-depends = ["einops"]
+kernel-depends = [{ repo-id = "org/other", version = 1 }]
+
+[general.hub]
+repo-id = "org/noarch-keys"
+branch = "release"
+
+[general.cuda]
+python-depends = ["nvidia-cutlass-dsl"]
+
+[torch-noarch]
+pyext = ["py", "json"]
+cuda_capabilities = ["9.0"]
+"""
+
+
+def test_noarch_build_records_the_general_keys(tmp_path):
+    from kbuild.build import build_kernel
+
+    root = tmp_path / "noarch-keys"
+    (root / "torch-ext" / "noarch_keys").mkdir(parents=True)
+    (root / "torch-ext" / "noarch_keys" / "__init__.py").write_text("")
+    (root / "torch-ext" / "noarch_keys" / "table.json").write_text("{}")
+    (root / "build.toml").write_text(NOARCH_KEYS)
+    manifest = load_manifest(root)
+    assert (manifest.repo_id, manifest.upload_branch) == ("org/noarch-keys", "release")
+    staged = build_kernel(root, "torch-cuda", log=lambda _: None)
+    metadata = json.loads((staged / "metadata.json").read_text())
+    assert metadata["version"] == 3 and metadata["license"] == "MIT"
+    assert metadata["python-depends"] == ["einops", "nvidia-cutlass-dsl"]
+    assert metadata["kernel-depends"] == [{"repo-id": "org/other", "version": 1}]
+    assert metadata["backend"] == {"type": "cuda", "archs": ["9.0"]}
+    assert (metadata["upstream"], metadata["source"]) == (
+        "https://github.com/example/upstream",
+        "https://github.com/example/source",
+    )
+    assert (staged / "table.json").is_file()
