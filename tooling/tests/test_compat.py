@@ -434,7 +434,7 @@ name = "noarch-keys"
 version = 3
 edition = 5
 license = "MIT"
-backends = ["cpu", "cuda"]
+backends = ["cpu", "cuda", "rocm", "xpu"]
 upstream = "https://github.com/example/upstream"
 source = "https://github.com/example/source"
 python-depends = ["einops"]
@@ -446,10 +446,15 @@ branch = "release"
 
 [general.cuda]
 python-depends = ["nvidia-cutlass-dsl"]
+kernel-depends = [{ repo-id = "org/pinned", revision = "0123abc" }]
+
+[general.xpu]
+python-depends = ["onednn"]
 
 [torch-noarch]
 pyext = ["py", "json"]
 cuda_capabilities = ["9.0"]
+rocm_archs = ["gfx942"]
 """
 
 
@@ -467,10 +472,17 @@ def test_noarch_build_records_the_general_keys(tmp_path):
     metadata = json.loads((staged / "metadata.json").read_text())
     assert metadata["version"] == 3 and metadata["license"] == "MIT"
     assert metadata["python-depends"] == ["einops", "nvidia-cutlass-dsl"]
-    assert metadata["kernel-depends"] == [{"repo-id": "org/other", "version": 1}]
+    assert metadata["kernel-depends"] == [
+        {"repo-id": "org/other", "version": 1},
+        {"repo-id": "org/pinned", "revision": "0123abc"},
+    ]
     assert metadata["backend"] == {"type": "cuda", "archs": ["9.0"]}
     assert (metadata["upstream"], metadata["source"]) == (
         "https://github.com/example/upstream",
         "https://github.com/example/source",
     )
     assert (staged / "table.json").is_file()
+    rocm = json.loads((build_kernel(root, "torch-rocm", log=lambda _: None) / "metadata.json").read_text())
+    assert rocm["backend"] == {"type": "rocm", "archs": ["gfx942"]}
+    xpu = json.loads((build_kernel(root, "torch-xpu", log=lambda _: None) / "metadata.json").read_text())
+    assert xpu["python-depends"] == ["einops", "onednn"]
