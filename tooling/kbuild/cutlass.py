@@ -23,7 +23,7 @@ from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec
 
 # The release each dependency name builds with: kernel-builder's pins up to 4.0, the first
-# release of the minor after that.
+# release of the minor for the newer ones.
 RELEASES = {
     "cutlass_2_10": "2.10.0",
     "cutlass_3_5": "3.5.1",
@@ -31,9 +31,6 @@ RELEASES = {
     "cutlass_3_8": "3.8.0",
     "cutlass_3_9": "3.9.2",
     "cutlass_4_0": "4.0.0",
-    "cutlass_4_1": "4.1.0",
-    "cutlass_4_2": "4.2.0",
-    "cutlass_4_3": "4.3.0",
     "cutlass_4_4": "4.4.0",
     "cutlass_4_5": "4.5.0",
 }

@@ -214,7 +214,7 @@ def no_cutlass(monkeypatch, tmp_path):
 
 
 def test_every_cutlass_dependency_has_a_release():
-    assert set(CUTLASS_DEPENDS) <= set(cutlass.RELEASES)
+    assert set(CUTLASS_DEPENDS) == set(cutlass.RELEASES)
 
 
 def test_cutlass_from_a_cached_checkout_of_the_release_tag(no_cutlass, monkeypatch, tmp_path):

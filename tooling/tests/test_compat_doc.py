@@ -1,10 +1,14 @@
 """docs/kernel-builder-compat.md stays true: every table and key of the manifest schema has a row,
 every status is one of three, and every supported or differing row names tests that exist."""
 
+import dataclasses
 import re
+import typing
 from pathlib import Path
+from typing import Any
 
 from kbuild import manifest
+from kbuild.schema import fields_of
 
 TESTS = Path(__file__).parent
 DOC = TESTS.parents[1] / "docs" / "kernel-builder-compat.md"
@@ -12,22 +16,32 @@ STATUSES = ("supported", "differs", "not supported")
 ROW = re.compile(r"^\|\s*`(?P<key>[^`]+)`\s*\|(?P<status>[^|]+)\|(?P<meaning>[^|]+)\|(?P<tests>[^|]*)\|$")
 
 
+def _schema_class(tp: Any) -> Any:
+    """The schema class within `tp` (X, X | None, list[X], dict[str, X]), or None."""
+    return next((c for c in (tp, *typing.get_args(tp)) if dataclasses.is_dataclass(c)), None)
+
+
 def schema_keys() -> set[str]:
-    """Every table and key kbuild's manifest schema knows, in the document's spelling."""
-    keys = {f"[{table}]" for table in manifest.TOP_LEVEL_KEYS if table != "kernel"} | {"[kernel.*]"}
-    for table, schema in (
-        ("general", manifest.GENERAL_KEYS),
-        ("general.hub", manifest.HUB_KEYS),
-        ("general.cuda", manifest.GENERAL_CUDA_KEYS),
-        ("general.xpu", manifest.GENERAL_XPU_KEYS),
-        ("general.kernel-depends[]", manifest.KERNEL_DEPENDENCY_KEYS),
-        ("torch", manifest.TORCH_KEYS),
-        ("torch-noarch", manifest.NOARCH_KEYS),
-        ("tvm-ffi", manifest.TVM_FFI_KEYS),
-        ("kernel.*", manifest.KERNEL_KEYS),
-    ):
-        for key, kind in schema.items():
-            keys.add(f"[{table}.{key}]" if kind == manifest.ANY_TABLE else f"{table}.{key}")
+    """Every table and key of kbuild's manifest schema, in the document's spelling."""
+    keys: set[str] = set()
+
+    def walk(cls: Any, prefix: str) -> None:
+        for field in fields_of(cls):
+            name = f"{prefix}.{field.toml}" if prefix else field.toml
+            inner = _schema_class(field.type)
+            if inner is None:
+                keys.add(name)
+            elif typing.get_origin(field.type) is list:
+                keys.add(name)
+                walk(inner, f"{field.toml}[]")  # one entry table, wherever the list is
+            elif typing.get_origin(field.type) is dict:
+                keys.add(f"[{name}.*]")
+                walk(inner, f"{name}.*")
+            else:
+                keys.add(f"[{name}]")
+                walk(inner, name)
+
+    walk(manifest.BuildToml, "")
     return keys
 
 
