@@ -9,17 +9,35 @@ import subprocess
 from pathlib import Path
 
 from kbuild.errors import KbuildError
+from kbuild.redact import scrub
+
+Process = subprocess.CompletedProcess[bytes]
+
+
+def _run(args: list[str], cwd: Path | str, *, input: bytes | None = None, outside_repo: bool = False) -> Process:
+    """Run `git <args>` in `cwd`, never prompting; `outside_repo` keeps git from using a repository
+    above `cwd`. Every git command kbuild runs goes through here."""
+    if shutil.which("git") is None:
+        raise KbuildError("git is not installed", fix="install git (apt-get install git)")
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    if outside_repo:
+        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
+    return subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=env, check=False)
+
+
+def _stderr(proc: Process) -> str:
+    """What git said on failure, with secrets (tokens, URL passwords) masked."""
+    detail = (proc.stderr or proc.stdout).decode(errors="replace").strip()
+    return scrub(detail) or f"git exited with status {proc.returncode}"
 
 
 def git(args: list[str], cwd: Path | str, *, check: bool = True, input: str | None = None) -> str:
-    """Run `git <args>` in `cwd` and return its stdout; raise KbuildError with git's message on failure."""
-    if shutil.which("git") is None:
-        raise KbuildError("git is not installed", fix="install git (apt-get install git)")
-    result = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True, check=False)
-    if check and result.returncode != 0:
-        detail = (result.stderr or result.stdout).strip()
-        raise KbuildError(f"`git {' '.join(args)}` failed in {cwd}: {detail}")
-    return result.stdout
+    """Run `git <args>` in `cwd` and return its stdout; raise KbuildError naming the command and
+    git's message on failure (unless `check` is False)."""
+    proc = _run(args, cwd, input=None if input is None else input.encode())
+    if check and proc.returncode != 0:
+        raise KbuildError(f"`{scrub(' '.join(['git', *args]))}` failed in {cwd}: {_stderr(proc)}")
+    return proc.stdout.decode(errors="replace")
 
 
 def changed_files(ref: str, cwd: Path) -> list[str]:
@@ -45,8 +63,8 @@ def toplevel(path: Path) -> Path | None:
     """The root of the git work tree holding `path`, or None outside git."""
     if shutil.which("git") is None:
         return None
-    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True, check=False)
-    return Path(out.stdout.strip()) if out.returncode == 0 else None
+    proc = _run(["rev-parse", "--show-toplevel"], path)
+    return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
 
 
 def kernel_state(directory: Path) -> dict | None:
@@ -77,21 +95,6 @@ _FAILED_HUNK = re.compile(r"^error: patch failed: (?P<file>.+):(?P<line>\d+)$", 
 _HUNK_HEADER = re.compile(r"^@@ -(?P<line>\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
-def _run(args: list[str], cwd: Path, *, outside_repo: bool = False) -> subprocess.CompletedProcess:
-    """Run git, never prompting; `outside_repo` keeps git from using a repository above `cwd`."""
-    if shutil.which("git") is None:
-        raise KbuildError("git is not installed", fix="install git (apt-get install git)")
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
-    if outside_repo:
-        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=env)
-
-
-def _stderr(proc: subprocess.CompletedProcess) -> str:
-    detail = proc.stderr.decode(errors="replace").strip()
-    return detail or f"git exited with status {proc.returncode}"
-
-
 def fetch(cache: Path, url: str, ref: str) -> str:
     """Fetch `ref` (branch, tag, HEAD or commit id) of `url` into the bare repository `cache`;
     return the commit it names."""
@@ -101,7 +104,7 @@ def fetch(cache: Path, url: str, ref: str) -> str:
     proc = _run(["fetch", "--quiet", "--no-tags", "--", url, ref], cache)
     if proc.returncode != 0:
         raise KbuildError(
-            f"cannot fetch {ref!r} from {url}: {_stderr(proc)}",
+            f"cannot fetch {ref!r} from {scrub(url)}: {_stderr(proc)}",
             fix="check `url` and `ref` in upstream.yaml (a branch, a tag or a full commit id) "
             "and your access to the repository",
         )
@@ -118,7 +121,7 @@ def ls_remote(url: str, ref: str, cwd: Path) -> str | None:
     proc = _run(["ls-remote", "--", url], cwd)
     if proc.returncode != 0:
         raise KbuildError(
-            f"cannot list the refs of {url}: {_stderr(proc)}",
+            f"cannot list the refs of {scrub(url)}: {_stderr(proc)}",
             fix="check `url` in upstream.yaml and your access to the repository",
         )
     refs = {}
