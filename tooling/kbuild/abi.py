@@ -19,12 +19,15 @@ from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
+from elftools.elf.sections import SymbolTableSection
+from packaging.version import Version
 
-from kbuild.checks import Finding
 from kbuild.errors import KbuildError
+from kbuild.findings import Finding
 
 # manylinux_2_28 (AlmaLinux 8: glibc 2.28, GCC 8 runtime): newest version allowed per namespace.
-MANYLINUX_2_28 = {"GLIBC": (2, 28), "GLIBCXX": (3, 4, 24), "CXXABI": (1, 3, 11), "GCC": (7, 0, 0)}
+MANYLINUX_2_28 = {"GLIBC": "2.28", "GLIBCXX": "3.4.24", "CXXABI": "1.3.11", "GCC": "7.0.0"}
 LIMITED_API_FILE = Path(__file__).parent / "data" / "python-abi3-3.9.txt"
 STABLE_ABI_PREFIX = "torch-stable-abi"
 # A C++ qualified name in one of torch's unstable namespaces; `torch::stable::` is the stable ABI.
@@ -76,7 +79,7 @@ def read_imports(library: Path) -> list[Import]:
         with open(library, "rb") as stream:
             elf = ELFFile(stream)
             dynsym = elf.get_section_by_name(".dynsym")
-            if dynsym is None:
+            if not isinstance(dynsym, SymbolTableSection):
                 return []
             versions = _needed_versions(elf)
             versym = elf.get_section_by_name(".gnu.version")
@@ -84,8 +87,8 @@ def read_imports(library: Path) -> list[Import]:
             for index, symbol in enumerate(dynsym.iter_symbols()):
                 if symbol["st_shndx"] != "SHN_UNDEF" or not symbol.name:
                     continue
-                ndx = versym.get_symbol(index)["ndx"] if versym is not None else None
-                imports.append(Import(symbol.name, versions.get(ndx)))
+                ndx = versym.get_symbol(index)["ndx"] if isinstance(versym, GNUVerSymSection) else None
+                imports.append(Import(symbol.name, versions.get(ndx) if isinstance(ndx, int) else None))
             return imports
     except ELFError as err:
         raise KbuildError(
@@ -107,7 +110,7 @@ def embedded_cxx_runtime(library: Path) -> str | None:
         dynsym = ELFFile(stream).get_section_by_name(".dynsym")
         defined = sorted(
             symbol.name
-            for symbol in (dynsym.iter_symbols() if dynsym is not None else [])
+            for symbol in (dynsym.iter_symbols() if isinstance(dynsym, SymbolTableSection) else [])
             if symbol["st_shndx"] != "SHN_UNDEF" and symbol.name.startswith(CXX_RUNTIME_PREFIXES)
         )
     if not defined:
@@ -122,7 +125,7 @@ def embedded_cxx_runtime(library: Path) -> str | None:
 def _needed_versions(elf: ELFFile) -> dict[int, str]:
     """Version index -> version name (e.g. 7 -> "GLIBCXX_3.4.21") from `.gnu.version_r`."""
     section = elf.get_section_by_name(".gnu.version_r")
-    if section is None:
+    if not isinstance(section, GNUVerNeedSection):
         return {}
     return {aux["vna_other"]: aux.name for _, auxiliaries in section.iter_versions() for aux in auxiliaries}
 
@@ -136,12 +139,12 @@ def symbol_version_problems(imports: list[Import]) -> list[str]:
         limit = MANYLINUX_2_28.get(namespace)
         if limit is None:
             continue
-        if not re.fullmatch(r"\d+(\.\d+)*", number) or tuple(int(n) for n in number.split(".")) > limit:
+        if not re.fullmatch(r"\d+(\.\d+)*", number) or Version(number) > Version(limit):
             too_new.setdefault(item.version, []).append(item.name)
     problems = []
     for version, names in sorted(too_new.items()):
         namespace = version.partition("_")[0]
-        newest = f"{namespace}_{'.'.join(map(str, MANYLINUX_2_28[namespace]))}"
+        newest = f"{namespace}_{MANYLINUX_2_28[namespace]}"
         problems.append(
             f"needs {version} ({_some(names)}); manylinux_2_28 allows at most {newest}: "
             "build in the "

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild.errors import ManifestError
+from kbuild.findings import Finding
+from kbuild.findings import format_findings as format_findings  # cli.py imports it from here
 from kbuild.hubid import repo_id_problem
 from kbuild.inputs import SOURCE_SUFFIXES, build_inputs
 from kbuild.manifest import load_manifest
@@ -30,24 +31,6 @@ REGISTRATION_MACRO = re.compile(
 # Comments, string and character literals (blanked before matching), and preprocessor definitions.
 NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 DEFINE = re.compile(r"^[ \t]*#[ \t]*define\b.*?(?<!\\)$", re.MULTILINE | re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Finding:
-    path: Path
-    line: int | None
-    message: str
-    severity: str = "error"  # or "warning"
-    fix: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
-        text = f"{where}: {self.severity}: {self.message}"
-        return text + (f"\n  fix: {self.fix}" if self.fix else "")
-
-
-def format_findings(findings: list[Finding]) -> list[str]:
-    return [str(f) for f in findings]
 
 
 def check_kernel(kernel_dir: Path | str) -> list[Finding]:

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,7 +319,8 @@ def _apply(patch: Path, stage: Path, wanted: dict[str, str]) -> None:
 
 def _check(stage: Path, kernel_dir: Path, upstream: Upstream) -> list[str]:
     """`kbuild check` on the staged kernel: errors stop the sync, the rest is returned."""
-    from kbuild.checks import check_kernel, format_findings
+    from kbuild.checks import check_kernel
+    from kbuild.findings import format_findings
 
     findings = check_kernel(stage)
     errors = [finding for finding in findings if finding.severity == "error"]
@@ -337,7 +338,7 @@ def _check(stage: Path, kernel_dir: Path, upstream: Upstream) -> list[str]:
     return warnings_text
 
 
-def _ignore_outputs(root: Path):
+def _ignore_outputs(root: Path) -> Callable[[str, list[str]], list[str]]:
     def ignore(directory: str, names: list[str]) -> list[str]:
         skip = [n for n in names if n == "__pycache__"]
         if Path(directory) == root:
