@@ -11,9 +11,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import Version
+
 from kbuild import gitrepo
 from kbuild.errors import KbuildError
-from kbuild.manifest import Manifest, load_manifest
+from kbuild.manifest import Manifest, TorchSpec, load_manifest
 from kbuild.tomlcompat import tomllib
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant
 
@@ -120,7 +122,7 @@ def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[di
     jobs = []
     for backend in manifest.backends:
         toolkits = [t for t in supported.toolkits if t.backend == backend]
-        if manifest.framework == "torch-noarch":
+        if manifest.torch is None:  # [torch-noarch]
             # Pure Python: built once, in the newest toolkit's container (or the CPU one).
             variant = Variant(torch=None, backend=backend).with_kind(NOARCH)
             toolkit = toolkits[-1] if toolkits else _cpu_toolkit(supported)
@@ -132,7 +134,7 @@ def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[di
             archs = _archs(manifest, toolkit)
             if archs is None:
                 continue
-            for torch, kind in _torch_versions(manifest, backend, supported):
+            for torch, kind in _torch_versions(manifest.torch, backend, supported):
                 variant = Variant(torch, backend, toolkit.version, supported.cpu, supported.os, kind)
                 jobs.append(_job(root, manifest, variant, toolkit, archs, supported))
     return jobs
@@ -165,26 +167,25 @@ def _cpu_toolkit(supported: Supported) -> Toolkit:
     return next(t for t in supported.toolkits if t.backend == "cpu")
 
 
-def _torch_versions(manifest: Manifest, backend: str, supported: Supported) -> list[tuple[str, str]]:
+def _torch_versions(spec: TorchSpec, backend: str, supported: Supported) -> list[tuple[str, str]]:
     """(torch version, kind) pairs: one stable-ABI build, or one compiled build per
     supported torch within the kernel's bounds."""
-    stable = manifest.torch.stable_abi_for(backend)
+    stable = spec.stable_abi_for(backend)
     if stable:
         return [(_major_minor(stable), STABLE_ABI)]
-    low, high = manifest.torch.minver, manifest.torch.maxver
-    return [
-        (torch, COMPILED)
-        for torch in supported.torch
-        if (not low or _version(torch) >= _version(low)) and (not high or _version(torch) <= _version(high))
-    ]
+    return [(torch, COMPILED) for torch in supported.torch if _in_bounds(torch, spec.minver, spec.maxver)]
 
 
 def _toolkit_in_bounds(manifest: Manifest, toolkit: Toolkit) -> bool:
-    if toolkit.backend != "cuda":
+    if toolkit.backend != "cuda" or toolkit.version is None:
         return True
-    low, high = manifest.general.cuda_minver, manifest.general.cuda_maxver
-    version = _version(toolkit.version)
-    return (not low or version >= _version(low)) and (not high or version <= _version(high))
+    return _in_bounds(toolkit.version, manifest.general.cuda_minver, manifest.general.cuda_maxver)
+
+
+def _in_bounds(version: str, low: str | None, high: str | None) -> bool:
+    """Whether `version`'s major.minor lies within [low, high]; a missing bound is open."""
+    current = Version(_major_minor(version))
+    return (not low or current >= Version(low)) and (not high or current <= Version(high))
 
 
 def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
@@ -208,13 +209,10 @@ def _arch_base(arch: str) -> str:
     return arch.split("+")[0].rstrip("af")
 
 
-def _arch_key(arch: str) -> tuple:
+def _arch_key(arch: str) -> tuple[Version | str, str]:
+    """Sort CUDA capabilities by number ('9.0' before '10.0'), ROCm archs by name."""
     base = _arch_base(arch)
-    return (tuple(int(p) for p in base.split(".")) if not base.startswith("gfx") else (base,), arch)
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:2])
+    return (base if base.startswith("gfx") else Version(base), arch)
 
 
 def _major_minor(text: str) -> str:
