@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
@@ -31,6 +32,9 @@ from kbuild.hubid import check_branch, check_repo_id
 from kbuild.inputs import input_digest
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import scrub
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 REPO_TYPE = "kernel"
 CONFLICT_STATUSES = (409, 412)
@@ -188,7 +192,7 @@ def _size(content: Path | bytes) -> int:
 # -- the Hub ---------------------------------------------------------------------------------
 
 
-def publish_to_hub(release: Release, api=None, *, log: Callable[[str], None] = print) -> None:
+def publish_to_hub(release: Release, api: HfApi | None = None, *, log: Callable[[str], None] = print) -> None:
     """Create the kernel repository and branch if missing, then commit each unit."""
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError
@@ -229,7 +233,7 @@ def _card_units(release: Release, branch_variants: Callable[[], list[str]]) -> l
     ]
 
 
-def _hub_variants(api, repo_id: str, branch: str) -> list[str]:
+def _hub_variants(api: HfApi, repo_id: str, branch: str) -> list[str]:
     from huggingface_hub import RepoFolder
     from huggingface_hub.errors import EntryNotFoundError
 
@@ -240,7 +244,7 @@ def _hub_variants(api, repo_id: str, branch: str) -> list[str]:
         return []
 
 
-def _commit_unit(api, repo_id: str, branch: str, unit: Unit) -> str | None:
+def _commit_unit(api: HfApi, repo_id: str, branch: str, unit: Unit) -> str | None:
     """One commit replacing `unit` on `branch`, planned against the branch head and planned
     again on a conflict."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
@@ -275,7 +279,7 @@ def _commit_unit(api, repo_id: str, branch: str, unit: Unit) -> str | None:
     return None
 
 
-def _branch_head(api, repo_id: str, branch: str) -> str:
+def _branch_head(api: HfApi, repo_id: str, branch: str) -> str:
     refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
     for ref in refs.branches:
         if ref.name == branch:
@@ -283,7 +287,7 @@ def _branch_head(api, repo_id: str, branch: str) -> str:
     raise KbuildError(f"branch {branch} of {repo_id} disappeared", fix="publish again")
 
 
-def _remote_files(api, repo_id: str, revision: str, prefix: str) -> set[str]:
+def _remote_files(api: HfApi, repo_id: str, revision: str, prefix: str) -> set[str]:
     from huggingface_hub import RepoFile
     from huggingface_hub.errors import EntryNotFoundError
 
