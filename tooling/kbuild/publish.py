@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filelock import FileLock, Timeout
-
-from kbuild import gitrepo, paths
+from kbuild import gitrepo, locks, paths
 from kbuild.abi import check_abi
 from kbuild.card import latest_benchmarks, render_card
 from kbuild.errors import KbuildError
@@ -319,16 +317,9 @@ def publish_to_folder(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     repo = paths.inside(folder, release.repo_id, what="hub repository")
-    lock = FileLock(paths.real_dir(folder, ".locks") / f"{owner}--{name}.lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log(f"waiting for another publish into {repo} (lock {lock.lock_file})")
-        lock.acquire()
-    try:
+    lock_file = paths.real_dir(folder, ".locks") / f"{owner}--{name}.lock"
+    with locks.hold(lock_file, log, f"waiting for another publish into {repo}"):
         _publish_locked(release, repo, log)
-    finally:
-        lock.release()
     return repo
 
 
