@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this):
-#   lint, kbuild's own tests, every kernel's CPU tests through the `kernels` loader,
+#   lint, typecheck (mypy), kbuild's own tests, every kernel's CPU tests through the `kernels` loader,
 #   the CUDA variants compiled against torch 2.14.1 (cu130), ROCm device code compiled
 #   for gfx942 (compile-only: no AMD GPU here), and actionlint on the workflows.
 # Set KBUILD_SKIP="cuda rocm" to skip the slow compile-only stages on a workstation.
@@ -15,6 +15,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 stage "lint (ruff)"
 ruff check tooling kernels examples
+
+stage "typecheck (mypy)"
+mypy
 
 stage "kbuild check"
 kbuild check
