@@ -16,9 +16,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from kbuild import paths
 from kbuild.errors import KbuildError
@@ -74,7 +76,7 @@ class Benchmark:
     calls: int | None  # the median is taken over this many calls
     columns: list[str]  # the case's parameters, e.g. ["M", "N", "K"]
     implementations: list[str]  # keys of `us`, in the file's order
-    rows: list[dict]
+    rows: list[dict[str, Any]]
     plot: str | None  # link to the PNG of the same name, if any
     source: str  # the JSON file's name
 
@@ -136,7 +138,7 @@ def template_environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
-def render_template(text: str, path: Path, context: dict) -> str:
+def render_template(text: str, path: Path, context: dict[str, Any]) -> str:
     env = template_environment()
     env.filters["hub_license"] = hub_license
     env.filters["docstring"] = docstring_markdown
@@ -169,7 +171,7 @@ def card_context(
     *,
     repo_id: str | None = None,
     published: list[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     kernel_dir = manifest.kernel_dir
     package = kernel_dir / "torch-ext" / manifest.python_name
     benchmarks = latest_benchmarks(kernel_dir, link_base)
@@ -464,7 +466,7 @@ def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[B
     return [newest[device][2] for device in sorted(newest)]
 
 
-def _benchmark(path: Path, data: dict, kernel_dir: Path, link_base: Path | None) -> Benchmark:
+def _benchmark(path: Path, data: dict[str, Any], kernel_dir: Path, link_base: Path | None) -> Benchmark:
     machine = data["machine"]
     rows = [row for row in data["rows"] if isinstance(row, dict)]
     implementations = list(dict.fromkeys(key for row in rows for key in row.get("us", {})))

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from kbuild.errors import KbuildError
 from kbuild.redact import scrub
@@ -67,7 +68,7 @@ def toplevel(path: Path) -> Path | None:
     return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
 
 
-def kernel_state(directory: Path) -> dict | None:
+def kernel_state(directory: Path) -> dict[str, Any] | None:
     """Where `directory` stands against the commit checked out, None outside git:
     {"commit": HEAD or None, "state": "clean" | "dirty" | "uncommitted", "dirty": bool}.
     `dirty`: a tracked file changed or an untracked one (not ignored) appeared in it;

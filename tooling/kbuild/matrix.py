@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -98,7 +99,7 @@ def named_kernels(root: Path, names: list[str]) -> list[Path]:
     return dirs
 
 
-def matrix(root: Path, kernels: list[Path], supported: Supported | None = None) -> dict:
+def matrix(root: Path, kernels: list[Path], supported: Supported | None = None) -> dict[str, Any]:
     supported = supported or load_supported()
     jobs = [job for kernel_dir in kernels for job in kernel_jobs(root, load_manifest(kernel_dir), supported)]
     jobs.sort(key=lambda job: (job["kernel"], job["variant"]))
@@ -108,11 +109,11 @@ def matrix(root: Path, kernels: list[Path], supported: Supported | None = None) 
     }
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     return json.dumps(result, sort_keys=True, separators=(",", ":"))
 
 
-def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[dict]:
+def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[dict[str, Any]]:
     if manifest.framework == "tvm-ffi":
         raise KbuildError(
             "kbuild matrix does not build tvm-ffi kernels yet",
@@ -147,7 +148,7 @@ def _job(
     toolkit: Toolkit,
     archs: list[str],
     supported: Supported,
-) -> dict:
+) -> dict[str, Any]:
     return {
         "kernel": manifest.name,
         "path": manifest.kernel_dir.resolve().relative_to(root.resolve()).as_posix(),

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kbuild import filemap, gitrepo
 from kbuild.errors import KbuildError
@@ -114,7 +115,7 @@ class UpstreamStatus:
         }
 
 
-def status_report(statuses: list[UpstreamStatus]) -> dict[str, list]:
+def status_report(statuses: list[UpstreamStatus]) -> dict[str, list[Any]]:
     """The `--check --json` report: folders of the kernels behind, and every kernel's status."""
     return {
         "behind": [status.path for status in statuses if status.behind],
