@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from kbuild import paths
 from kbuild.errors import KbuildError
@@ -37,7 +38,6 @@ DEVICE_FLAGS = [
     "-DROCM_KERNEL",
 ]
 HIPIFIED_SUFFIXES = {".cu": ".hip", ".cuh": ".cuh"}  # CUDA sources and headers hipify renames
-DEVICE_SOURCES = (".cu", ".hip")
 FP8_MFMA_PATTERN = r"v_mfma_f32_\w+_fp8_fp8"
 # Stand-ins for HIP headers newer than Debian's HIP 5.2.3 (searched after the real ones).
 COMPAT_INCLUDE = Path(__file__).parent / "data" / "rocm_compat"
@@ -64,7 +64,7 @@ class CompiledObject:
 @dataclass
 class AsmFunction:
     name: str
-    mnemonics: Counter = field(default_factory=Counter)
+    mnemonics: Counter[str] = field(default_factory=Counter)
 
 
 def _tool(name: str) -> str:
@@ -78,7 +78,7 @@ def _tool(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _torch_hipify():
+def _torch_hipify() -> ModuleType:
     try:
         from torch.utils.hipify import hipify_python
     except ImportError as exc:
@@ -330,7 +330,7 @@ def compile_kernel(
         line = f"{obj.kernel} {obj.arch} {obj.source.relative_to(manifest.kernel_dir)}: {obj.obj}"
         if require:
             found = check_mfma(obj.asm_text(), require, function_pattern=function_pattern, source=obj.asm)
-            totals = Counter()
+            totals: Counter[str] = Counter()
             for counts in found.values():
                 totals.update(counts)
             listed = ", ".join(f"{m} x{n}" for m, n in sorted(totals.items()))
