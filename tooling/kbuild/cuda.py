@@ -10,6 +10,8 @@ import re
 import warnings
 from pathlib import Path
 
+from packaging.version import Version
+
 from kbuild.errors import KbuildError
 
 # torch.utils.cpp_extension.COMMON_NVCC_FLAGS without the defines that switch off the half and
@@ -26,30 +28,26 @@ KERNEL_BUILDER_NVCC_FLAGS = ("-DENABLE_FP8",)
 
 # Capabilities built when a [kernel.*] has no cuda-capabilities, per toolkit (kernel-builder's list).
 _DEFAULTS = (
-    ((13, 0), ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0+PTX")),
-    ((12, 8), ("7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0+PTX")),
-    ((0, 0), ("7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX")),
+    ("13.0", ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0+PTX")),
+    ("12.8", ("7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0+PTX")),
+    ("0.0", ("7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX")),
 )
 _BEFORE_BLACKWELL = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0")
 # The real architectures each toolkit's nvcc builds (`nvcc --list-gpu-arch`); CUDA 13 dropped
 # everything before Turing and renamed Thor's 10.1 to 11.0.
 _TOOLKIT_ARCHS = (
-    ((13, 0), ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")),
-    ((12, 9), (*_BEFORE_BLACKWELL, "10.0", "10.1", "10.3", "12.0", "12.1")),
-    ((12, 8), (*_BEFORE_BLACKWELL, "10.0", "10.1", "12.0")),
-    ((0, 0), _BEFORE_BLACKWELL),
+    ("13.0", ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")),
+    ("12.9", (*_BEFORE_BLACKWELL, "10.0", "10.1", "10.3", "12.0", "12.1")),
+    ("12.8", (*_BEFORE_BLACKWELL, "10.0", "10.1", "12.0")),
+    ("0.0", _BEFORE_BLACKWELL),
 )
 _CAPABILITY = re.compile(r"^(?P<base>\d+\.\d+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
 
 
-def _toolkit_key(toolkit: str) -> tuple[int, int]:
-    major, minor = (toolkit.split(".") + ["0"])[:2]
-    return int(major), int(minor)
-
-
-def _for_toolkit(table: tuple[tuple[tuple[int, int], tuple[str, ...]], ...], toolkit: str) -> tuple[str, ...]:
-    key = _toolkit_key(toolkit)
-    return next(values for since, values in table if key >= since)
+def _for_toolkit(table: tuple[tuple[str, tuple[str, ...]], ...], toolkit: str) -> tuple[str, ...]:
+    """The values of the newest row of `table` whose toolkit version is at most `toolkit`."""
+    version = Version(toolkit)
+    return next(values for since, values in table if version >= Version(since))
 
 
 def default_capabilities(toolkit: str) -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from kbuild import gitrepo
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec
+from kbuild.variants import major_minor
 
 # The release each dependency name builds with: kernel-builder's pins up to 4.0, the first
 # release of the minor for the newer ones.
@@ -84,10 +85,6 @@ def source_version(root: Path) -> str | None:
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts.get('PATCH', '0')}"
 
 
-def _major_minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
 def _folder_variable(dependency: str) -> str:
     return f"KBUILD_{dependency.upper()}_DIR"
 
@@ -120,9 +117,9 @@ def _from_folder(dependency: str, release: str, tried: list[str]) -> Path | None
                 f"{variable}={value} is not a CUTLASS source tree (no include/cutlass/version.h)",
                 fix=f"point {variable} at the root of a CUTLASS {release} checkout",
             )
-        if _major_minor(found) != _major_minor(release):
+        if major_minor(found) != major_minor(release):
             raise KbuildError(
-                f"{variable}={value} holds CUTLASS {found}, but {dependency} needs {_major_minor(release)}",
+                f"{variable}={value} holds CUTLASS {found}, but {dependency} needs {major_minor(release)}",
                 fix=f"point {_folder_variable(dependency)} at a CUTLASS {release} checkout",
             )
         return root

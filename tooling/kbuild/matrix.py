@@ -14,11 +14,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from kbuild import gitrepo
+from kbuild import cuda, gitrepo
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, TorchSpec, load_manifest
 from kbuild.tomlcompat import tomllib
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, major_minor
 
 VARIANTS_FILE = Path(__file__).parent / "data" / "variants.toml"
 # A change here rebuilds every kernel: the build library itself.
@@ -173,7 +173,7 @@ def _torch_versions(spec: TorchSpec, backend: str, supported: Supported) -> list
     supported torch within the kernel's bounds."""
     stable = spec.stable_abi_for(backend)
     if stable:
-        return [(_major_minor(stable), STABLE_ABI)]
+        return [(major_minor(stable), STABLE_ABI)]
     return [(torch, COMPILED) for torch in supported.torch if _in_bounds(torch, spec.minver, spec.maxver)]
 
 
@@ -185,7 +185,7 @@ def _toolkit_in_bounds(manifest: Manifest, toolkit: Toolkit) -> bool:
 
 def _in_bounds(version: str, low: str | None, high: str | None) -> bool:
     """Whether `version`'s major.minor lies within [low, high]; a missing bound is open."""
-    current = Version(_major_minor(version))
+    current = Version(major_minor(version))
     return (not low or current >= Version(low)) and (not high or current <= Version(high))
 
 
@@ -205,16 +205,10 @@ def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
 
 def _arch_base(arch: str) -> str:
     """'9.0a' -> '9.0', '10.0+PTX' -> '10.0', 'gfx942' -> 'gfx942'."""
-    if arch.startswith("gfx"):
-        return arch
-    return arch.split("+")[0].rstrip("af")
+    return arch if arch.startswith("gfx") else cuda.capability_base(arch)
 
 
 def _arch_key(arch: str) -> tuple[Version | str, str]:
     """Sort CUDA capabilities by number ('9.0' before '10.0'), ROCm archs by name."""
     base = _arch_base(arch)
     return (base if base.startswith("gfx") else Version(base), arch)
-
-
-def _major_minor(text: str) -> str:
-    return ".".join(text.split(".")[:2])

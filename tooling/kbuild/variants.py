@@ -17,7 +17,6 @@ from pathlib import Path
 from kbuild.errors import KbuildError
 
 COMPILED, STABLE_ABI, NOARCH = "compiled", "stable-abi", "noarch"
-TOOLKIT_BACKENDS = ("cuda", "rocm", "xpu")
 
 _COMPUTE = r"(?P<compute>cpu|metal|cu\d{3,}|rocm\d{2,}|xpu\d{5,})"
 _ARCH = r"(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)"
@@ -98,13 +97,17 @@ class Variant:
 
     def with_stable_abi(self, torch: str) -> Variant:
         """This variant built against torch `torch`'s stable ABI (e.g. "2.10")."""
-        major_minor = ".".join(torch.split(".")[:2])
-        return Variant(major_minor, self.backend, self.toolkit, self.cpu, self.os, STABLE_ABI)
+        return Variant(major_minor(torch), self.backend, self.toolkit, self.cpu, self.os, STABLE_ABI)
 
     def with_kind(self, kind: str) -> Variant:
         if kind == NOARCH:
             return Variant(torch=None, backend=self.backend, cpu="", os="", kind=NOARCH)
         return Variant(self.torch, self.backend, self.toolkit, self.cpu, self.os, kind)
+
+
+def major_minor(version: str) -> str:
+    """'2.13.0+cu130' -> '2.13', '6.2.41133-dd7f95766' -> '6.2' (torch's HIP version)."""
+    return ".".join(version.split("+")[0].split(".")[:2])
 
 
 def _compact(version: str | None) -> str:
@@ -140,7 +143,7 @@ class TorchInstall:
 
     @property
     def major_minor(self) -> str:
-        return ".".join(self.version.split("+")[0].split(".")[:2])
+        return major_minor(self.version)
 
     @property
     def backend(self) -> str:
@@ -207,9 +210,11 @@ def detect_variant(backend: str | None = None) -> Variant:
             f"the running torch {torch.version} builds for `{found}`, not `{backend}`",
             fix=f"run kbuild from a Python environment whose torch was built for {backend}",
         )
-    toolkit = None
-    if backend == "cuda":
-        toolkit = ".".join(torch.cuda.split(".")[:2])
-    elif backend == "rocm":
-        toolkit = ".".join(torch.hip.split(".")[:2])
-    return Variant(torch=torch.major_minor, backend=backend, toolkit=toolkit, cpu=_machine(), os=_os())
+    toolkit = {"cuda": torch.cuda, "rocm": torch.hip}.get(backend)
+    return Variant(
+        torch=torch.major_minor,
+        backend=backend,
+        toolkit=major_minor(toolkit) if toolkit else None,
+        cpu=_machine(),
+        os=_os(),
+    )
