@@ -1,4 +1,5 @@
-"""Generate a kernel's build tree for one variant: CMakeLists.txt, registration.h, _ops.py.
+"""Generate a kernel's build tree for one variant: CMakeLists.txt and registration.h (and
+render_ops, the package's _ops.py that the build stages beside the library).
 
 Everything is written under `<kernel>/.kbuild/<variant>/`, never over the kernel's sources,
 and a file is only rewritten when its content changes (so rebuilds stay incremental).
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+from packaging.version import Version
 
 from kbuild import cuda, paths
 from kbuild.cutlass import cutlass_include_dirs
@@ -80,7 +82,7 @@ class Project:
         return [
             k
             for k in self.manifest.kernels_for(self.variant.backend)
-            if not (k.cuda_minver and toolkit and _version(toolkit) < _version(k.cuda_minver))
+            if not (k.cuda_minver and toolkit and Version(toolkit) < Version(k.cuda_minver))
         ]
 
     def capabilities(self, kernel: KernelSpec) -> list[str]:
@@ -95,14 +97,10 @@ class Project:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the build already warned about dropped ones
                 selected = {cap for k in kernels for cap in self.capabilities(k)}
-            return sorted(selected, key=lambda cap: (tuple(int(p) for p in cuda.capability_base(cap).split(".")), cap))
+            return sorted(selected, key=lambda cap: (Version(cuda.capability_base(cap)), cap))
         if self.variant.backend == "rocm":
             return sorted({arch for k in kernels for arch in k.rocm_archs})
         return []
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
 
 
 def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
@@ -148,8 +146,7 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
 
 def cxx_standard(torch: TorchInstall) -> int:
     """The C++ standard torch's headers need: C++20 from torch 2.14 on, C++17 before."""
-    major, minor = (int(part) for part in torch.major_minor.split("."))
-    return 20 if (major, minor) >= (2, 14) else 17
+    return 20 if Version(torch.major_minor) >= Version("2.14") else 17
 
 
 def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
@@ -186,7 +183,6 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     return {
         "CMakeLists.txt": cmake,
         "generated/registration.h": render_registration(project.variant),
-        "generated/_ops.py": render_ops(project.ops_name, compiled=True),
     }
 
 
@@ -195,7 +191,7 @@ def torch_target_version(variant: Variant) -> str | None:
     and minor, then zeros (2.10 -> 0x020a000000000000)."""
     if variant.kind != STABLE_ABI or variant.torch is None:
         return None
-    major, minor = (int(part) for part in variant.torch.split("."))
+    major, minor = Version(variant.torch).release[:2]
     return f"0x{major:02x}{minor:02x}000000000000"
 
 
