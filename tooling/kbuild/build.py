@@ -13,14 +13,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
-from filelock import FileLock, Timeout
 from packaging.version import Version
 
-from kbuild import __version__, abi, gitrepo, paths
+from kbuild import __version__, abi, gitrepo, locks, paths
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
 from kbuild.inputs import input_digest, input_uid
@@ -175,26 +175,17 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
     return project.build_dir
 
 
-@contextmanager
-def build_lock(kernel_dir: Path, log: Log) -> Iterator[None]:
+def build_lock(kernel_dir: Path, log: Log) -> AbstractContextManager[None]:
     """Hold the kernel's build lock (`.kbuild/build.lock`); a second build waits, saying so."""
-    lock = FileLock(paths.real_dir(kernel_dir, ".kbuild") / "build.lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log(f"kbuild: waiting for another build of {kernel_dir} to finish (lock {lock.lock_file})")
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
+    lock_file = paths.real_dir(kernel_dir, ".kbuild") / "build.lock"
+    return locks.hold(lock_file, log, f"kbuild: waiting for another build of {kernel_dir} to finish")
 
 
 def _require_tool(name: str, fix: str) -> str:
     """The tool from its PyPI package (a dependency of kbuild) if installed, else from PATH."""
     try:
         module = __import__(name)
-        bundled = Path(getattr(module, "CMAKE_BIN_DIR", None) or getattr(module, "BIN_DIR", "")) / name
+        bundled = Path(getattr(module, "CMAKE_BIN_DIR", "") or getattr(module, "BIN_DIR", "")) / name
         if bundled.is_file():
             return str(bundled)
     except ImportError:
@@ -288,11 +279,11 @@ def stage(project: Project, library: Path | None) -> Path:
     return out
 
 
-def metadata(project: Project, contents: dict[str, bytes]) -> dict:
+def metadata(project: Project, contents: dict[str, bytes]) -> dict[str, Any]:
     """metadata.json of the variant, in the Kernel Hub's kebab-case format."""
     manifest, variant = project.manifest, project.variant
     general = manifest.general
-    backend: dict = {"type": variant.backend}
+    backend: dict[str, Any] = {"type": variant.backend}
     archs = project.archs if variant.kind != NOARCH else _noarch_archs(manifest, variant.backend)
     if archs:
         backend["archs"] = archs
@@ -325,8 +316,8 @@ def _noarch_archs(manifest: Manifest, backend: str) -> list[str]:
     return {"cuda": spec.cuda_capabilities, "rocm": spec.rocm_archs}.get(backend, [])
 
 
-def _provenance(manifest: Manifest) -> dict:
-    provenance: dict = {"kernel-builder": {"version": __version__}, "sources": input_digest(manifest)}
+def _provenance(manifest: Manifest) -> dict[str, Any]:
+    provenance: dict[str, Any] = {"kernel-builder": {"version": __version__}, "sources": input_digest(manifest)}
     state = gitrepo.kernel_state(manifest.kernel_dir)
     if state is not None:
         provenance["kernel"] = state

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from kbuild.errors import ManifestError
 from kbuild.findings import Finding
-from kbuild.findings import format_findings as format_findings  # cli.py imports it from here
 from kbuild.hubid import repo_id_problem
 from kbuild.inputs import SOURCE_SUFFIXES, build_inputs
 from kbuild.manifest import load_manifest

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kbuild import __version__
 from kbuild.errors import EXIT_INTERNAL, KbuildError, internal_error_line
+from kbuild.manifest import manifest_path
 from kbuild.redact import scrub
 
 Run = Callable[[argparse.Namespace], int]
@@ -45,17 +46,8 @@ def command(
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
     """Kernel folders named on the command line; none means every kernel under ./kernels."""
-    for path in map(Path, paths):
-        if not path.is_dir():
-            raise KbuildError(
-                f"{path} does not exist",
-                fix=f"pass a kernel folder such as kernels/relu, or create it with `kbuild init {path}`",
-            )
-        if not (path / "build.toml").is_file():
-            raise KbuildError(
-                f"{path} has no build.toml, so it is not a kernel folder",
-                fix="pass a kernel folder such as kernels/relu, or create one with `kbuild init <folder>`",
-            )
+    for path in paths:
+        manifest_path(path)
     if paths:
         return [Path(p) for p in paths]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
@@ -141,7 +133,8 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("check", _check_arguments, help=("Check kernels' layout and op registration."))
 def cmd_check(args: argparse.Namespace) -> int:
-    from kbuild.checks import check_kernel, format_findings
+    from kbuild.checks import check_kernel
+    from kbuild.findings import format_findings
 
     if args.abi:
         from kbuild.abi import check_abi

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 REPORT_BUGS_AT = "the issue tracker of the kernels monorepo (this repository)"

@@ -356,7 +356,10 @@ def manifest_path(kernel_dir: Path | str) -> Path:
                 fix = f"pass its folder: {given.parent}"
             raise UsageError(f"{given} is a file, not a kernel folder", fix=fix)
         if not given.is_dir():
-            raise UsageError(f"{given} does not exist", fix="pass a kernel folder, e.g. kernels/relu")
+            raise UsageError(
+                f"{given} does not exist",
+                fix=f"pass a kernel folder such as kernels/relu, or create it with `kbuild init {given}`",
+            )
         path = given / "build.toml"
         if not path.is_file():
             raise UsageError(
