@@ -6,7 +6,7 @@ where the weight read is the whole cost. The decode suite also times a 1-element
 the same protocol (the launch cost), each shape's weight streaming rate net of it, and a
 sequence of the eight GEMMs per M eagerly and replayed from a CUDA graph.
 
-Protocol (shared/reference/fp8-gemm-h100-peers.md): >= 5 warm-up calls, then N calls each
+Protocol (benchmarks/PROTOCOL.md): >= 5 warm-up calls, then N calls each
 after zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the
 whole suite runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem
 being the UTC date and the device (plus `-decode` for the decode suite, written first), with

@@ -1,7 +1,7 @@
 """Float64 reference, pass criterion, shapes and input generation for the FP8 GEMM.
 
 Shared by the tests and the benchmarks (which import it via sys.path). The shapes, the
-criterion and the floor model follow shared/reference/fp8-gemm-h100-peers.md.
+criterion and the floor model are those of benchmarks/PROTOCOL.md.
 """
 
 from dataclasses import dataclass

@@ -2,7 +2,7 @@
 
 The ROCm kernel is compiled for gfx942 but not run on an AMD GPU by this project. These tests
 check the algorithm it implements against the float64 reference with the pass criterion of
-shared/reference/fp8-gemm-h100-peers.md (reference.py: shapes, reference, judge), and run the
+benchmarks/PROTOCOL.md (reference.py: shapes, reference, judge), and run the
 kernels' own source in a host emulation (rocm_emulator.cpp, built with clang) whose output must
 equal the model's bit for bit, on every tile, split count, operand layout and FP8 format.
 
