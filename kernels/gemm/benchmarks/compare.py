@@ -39,6 +39,7 @@ from reference import (  # noqa: E402
     attainable_floor_us,
     ceil_div,
     flop,
+    frobenius_limit,
     judge,
     min_bytes,
     reference_gemm,
@@ -166,7 +167,7 @@ def check(fn, p, ref) -> str:
     """Runs fn on a NaN-poisoned out and judges it against the float64 reference."""
     p["out"].fill_(float("nan"))
     result = fn()
-    verdict = judge(p["out"] if result is None else result, ref)
+    verdict = judge(p["out"] if result is None else result, ref, frobenius_limit(ref))
     return "pass" if verdict.ok else f"FAIL: {verdict}"
 
 

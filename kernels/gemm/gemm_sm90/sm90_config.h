@@ -75,7 +75,7 @@ struct CostModel {
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
                           const CostModel& cm = CostModel{}) {
   const int64_t tiles = ((M + c.block_m - 1) / c.block_m) * ((N + c.block_n - 1) / c.block_n);
-  const int64_t kb = (K + 127) / 128;
+  const int64_t kb = ceil_div(K, kScaleBlock);
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
   const int64_t waves = (tiles + slots - 1) / slots;
   const int64_t kb_per_cta = (kb + c.split - 1) / c.split;

@@ -11,7 +11,7 @@
 
 namespace fp8gemm::sm90 {
 
-constexpr int kBlockK = 128;  // K depth of a stage = the scale block
+constexpr int kBlockK = kScaleBlock;  // K depth of a stage = the scale block
 constexpr int kSmemLimit = 227 * 1024;
 
 struct KernelParams {

@@ -7,6 +7,8 @@ accumulated in fp32, written as bfloat16.
 import torch
 
 from ._ops import ops
+from ._scale import SCALE_BLOCK as SCALE_BLOCK
+from ._scale import ceil_div as ceil_div  # for layers.py
 
 __all__ = [
     "gemm",
@@ -16,7 +18,6 @@ __all__ = [
     "force_general_path",
 ]
 
-SCALE_BLOCK = 128
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
 
 
