@@ -40,6 +40,7 @@
             ps.pyyaml
             ps.pyelftools
             ps.huggingface-hub
+            ps.filelock
           ];
           # The tests build kernels and load them with `kernels`: run them in the dev shell.
           doCheck = false;
