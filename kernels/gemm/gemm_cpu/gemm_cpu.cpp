@@ -4,12 +4,11 @@
 // column shares one b_scale per k-block). For each k-block a worker decodes the A rows and
 // B columns of its tile through a 256-entry table into contiguous fp32 panels, multiplies
 // them into an fp32 block sum with a register-blocked micro-kernel that the compiler
-// vectorizes, and adds the block sum to the tile as fma(sum, a_scale * b_scale, acc): the
-// promotion of the GPU paths, so every backend rounds (and overflows) alike.
+// vectorizes, and adds the block sum to the tile as acc + sum * (a_scale * b_scale): the
+// promotion of the GPU paths (which fuse the multiply-add), so every backend overflows alike.
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <new>
@@ -95,7 +94,7 @@ class TileWorker {
       for (int64_t r = 0; r < rows; ++r) {
         const float scale = s.a_scales[r] * b_scale;
         for (int64_t j = 0; j < cols; ++j)
-          s.acc[r * kTileN + j] = std::fma(s.block_sum[r * kTileN + j], scale, s.acc[r * kTileN + j]);
+          s.acc[r * kTileN + j] += s.block_sum[r * kTileN + j] * scale;
       }
     }
     store(m0, rows, n0, cols, s.acc.data());

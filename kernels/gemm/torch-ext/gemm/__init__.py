@@ -41,7 +41,7 @@ def gemm(
         ``out`` (allocated when not given) holding
         ``sum_k a[m,k] * a_scale[k//128, m] * b[k,n] * b_scale[k//128, n//128]``.
         Scales may be negative; ``K == 0`` gives zeros. Each 128-deep K block's fp32 sum is
-        added as ``fma(block_sum, a_scale * b_scale, acc)``: a scale product that overflows
+        added as ``acc + block_sum * (a_scale * b_scale)``: a scale product that overflows
         fp32 gives +-inf (NaN where the block sum is 0 or infinities of both signs meet).
 
     Raises:
