@@ -31,12 +31,16 @@
           pyproject = true;
           src = self;
           build-system = [ ps.setuptools ];
+          # pyproject.toml's dependencies (tooling/tests/test_flake.py keeps them equal);
+          # cmake and ninja come from nixpkgs in the shell and the app, not as wheels.
           dependencies = [
             ps.jinja2
             ps.tomlkit
             ps.packaging
+            ps.pyyaml
             ps.pyelftools
             ps.huggingface-hub
+            ps.filelock
           ];
           # The tests build kernels and load them with `kernels`: run them in the dev shell.
           doCheck = false;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Compile every kernel's CUDA variant against torch 2.14.1 (CUDA 13.0) in .venv-cu130.
-# Compile-only here: this machine has no GPU (GPU runs are recorded in kernels/*/benchmarks/).
+# Compile-only here: this machine has no GPU (GPU results are in kernels/*/benchmarks/results/).
+# The kernels build side by side, each with ninja -j 2: a kernel's longest translation unit
+# (gemm's Hopper kernels) would otherwise leave a core idle while the others wait.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvcc >/dev/null; then
@@ -20,19 +22,25 @@ print(next(re.search(r"==\s*([\d.]+)", r)[1] for r in m.requires("torch") if r.s
 .venv-cu130/bin/python -m pip install -q --disable-pip-version-check \
   "cuda-toolkit[cublas,cusparse,cusolver]==$cuda_toolkit"
 .venv-cu130/bin/python -m pip install -q --disable-pip-version-check -e .
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+declare -A pids
 for kernel in kernels/*/; do
+  kernel=${kernel%/}
   if grep -q '"cuda"' "$kernel/build.toml"; then
-    .venv-cu130/bin/kbuild build "${kernel%/}" --variant torch214-cxx11-cu130-x86_64-linux
+    name=$(basename "$kernel")
+    (
+      start=$SECONDS
+      .venv-cu130/bin/kbuild build "$kernel" --variant torch214-cxx11-cu130-x86_64-linux -j 2
+      echo "cuda-compile: $kernel built in $((SECONDS - start)) s"
+    ) >"$logs/$name.log" 2>&1 &
+    pids[$name]=$!
   fi
 done
-
-# The gemm Hopper path's standalone tools run only on the lent H100; compiling them here keeps
-# them in step with the kernel.
-tools=$(mktemp -d)
-trap 'rm -rf "$tools"' EXIT
-for tool in harness wgmma_probe launch_probe; do
-  sources=(kernels/gemm/benchmarks/sm90_harness/$tool.cu)
-  [ "$tool" = harness ] && sources+=(kernels/gemm/gemm_sm90/*.cu)
-  echo "nvcc kernels/gemm/benchmarks/sm90_harness/$tool.cu"
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I kernels/gemm -o "$tools/$tool" "${sources[@]}"
+failed=0
+for name in "${!pids[@]}"; do
+  wait "${pids[$name]}" || failed=1
+  cat "$logs/$name.log"
 done
+exit $failed

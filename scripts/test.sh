@@ -7,8 +7,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 skip=" ${KBUILD_SKIP:-} "
-stage() { printf '\n=== %s ===\n' "$*"; }
+# Each stage's time is printed when the next one starts, and all of them at the end.
+timings=()
+current="" started=$SECONDS
+end_stage() {
+  if [ -n "$current" ]; then
+    timings+=("=== $current ($((SECONDS - started)) s) ===")
+    printf '%s\n' "${timings[-1]}"
+  fi
+}
+stage() {
+  end_stage
+  current="$*" started=$SECONDS
+  printf '\n=== %s ===\n' "$*"
+}
+summary() {
+  end_stage
+  current=""
+  printf '\n=== stage times (total %d s) ===\n' "$SECONDS"
+  printf '%s\n' "${timings[@]}"
+}
+trap summary EXIT
 
+stage "setup (.venv, system packages)"
 bash scripts/bootstrap.sh
 bash scripts/system-packages.sh
 export PATH="$PWD/.venv/bin:$PATH"

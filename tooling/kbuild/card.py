@@ -299,7 +299,7 @@ def public_functions(init_py: Path) -> list[Function]:
         if node is None:
             node = _imported_def(tree, name, init_py.parent)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            signature = _signature(node, constants=_constants(tree))
+            signature = _signature(node, constants=_constants(tree, init_py.parent))
             functions.append(Function(name, f"{name}{signature}", ast.get_docstring(node) or "", _required(node)))
     return functions
 
@@ -312,11 +312,18 @@ def _required(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...]:
     return tuple(ast.unparse(arg.annotation) if arg.annotation else "" for arg in without_default)
 
 
-def _constants(tree: ast.Module) -> dict[str, str]:
-    """Module-level names bound to a literal number or string: shown by value in signatures."""
+def _constants(tree: ast.Module, package: Path | None = None) -> dict[str, str]:
+    """Module-level names bound to a literal number or string, also those imported from a sibling
+    module of `package` (`from .module import NAME`): shown by value in signatures."""
     constants = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+        if package is not None and isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            sibling = _parse(package / f"{node.module.replace('.', '/')}.py")
+            values = _constants(sibling) if sibling else {}
+            for alias in node.names:
+                if alias.name in values:
+                    constants[alias.asname or alias.name] = values[alias.name]
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             if isinstance(node.value.value, (int, float, str)) and not isinstance(node.value.value, bool):
                 for target in node.targets:
                     if isinstance(target, ast.Name):

@@ -7,13 +7,26 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 NIX = shutil.which("nix-instantiate")
 needs_nix = pytest.mark.skipif(NIX is None, reason="needs nix-instantiate (apt-get install nix-bin)")
+# The Python of the pinned nixpkgs (nixos-25.11), for the environment markers of pyproject.toml.
+NIXPKGS_PYTHON = "3.13"
+# Runtime dependencies whose PyPI wheels only carry a tool: the flake takes nixpkgs' own build
+# of the tool instead, in the dev shell and in the build app.
+NATIVE_TOOLS = {"cmake", "ninja"}
 
 # Just the parts of nixpkgs the flake touches: derivations are attribute sets with a name.
 STUB_PKGS = """
@@ -24,8 +37,9 @@ let
     buildPythonPackage = a: drv a.pname // { inherit (a) dependencies src; };
     toPythonApplication = p: p;
     setuptools = drv "setuptools"; jinja2 = drv "jinja2"; tomlkit = drv "tomlkit";
-    packaging = drv "packaging"; pyelftools = drv "pyelftools";
-    huggingface-hub = drv "huggingface-hub";
+    tomli = drv "tomli"; packaging = drv "packaging"; pyyaml = drv "pyyaml";
+    pyelftools = drv "pyelftools"; huggingface-hub = drv "huggingface-hub";
+    filelock = drv "filelock";
     torch = drv "torch"; pytest = drv "pytest";
   };
 in {
@@ -68,8 +82,19 @@ def test_flake_parses():
     subprocess.run([NIX, "--parse", str(ROOT / "flake.nix")], check=True, capture_output=True)
 
 
-@needs_nix
-def test_flake_outputs_evaluate(tmp_path):
+def pyproject_runtime_dependencies() -> set[str]:
+    """pyproject.toml's runtime dependencies that apply to the flake's Python, canonical names."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [Requirement(line) for line in project["dependencies"]]
+    environment = {"python_version": NIXPKGS_PYTHON, "python_full_version": f"{NIXPKGS_PYTHON}.0"}
+    return {
+        str(canonicalize_name(r.name))
+        for r in requirements
+        if r.marker is None or r.marker.evaluate(environment)
+    }
+
+
+def evaluate_flake(tmp_path: Path) -> dict:
     stub = tmp_path / "nixpkgs"
     stub.mkdir()
     (stub / "pkgs.nix").write_text(STUB_PKGS)
@@ -77,11 +102,26 @@ def test_flake_outputs_evaluate(tmp_path):
     expression = EVAL % {"root": ROOT, "stub": stub}
     result = subprocess.run([NIX, "--eval", "--strict", "--json", "-E", expression], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    outputs = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@needs_nix
+def test_flake_python_set_equals_pyproject_dependencies(tmp_path):
+    """kbuild's Python dependencies in the flake are pyproject.toml's, no more and no fewer;
+    the tool-only wheels (cmake, ninja) come from nixpkgs in the dev shell (and the build app)."""
+    outputs = evaluate_flake(tmp_path)
+    expected = pyproject_runtime_dependencies()
+    assert set(outputs["kbuild"]) == expected - NATIVE_TOOLS
+    assert NATIVE_TOOLS <= expected
+    assert NATIVE_TOOLS <= set(outputs["shell"])
+
+
+@needs_nix
+def test_flake_outputs_evaluate(tmp_path):
+    outputs = evaluate_flake(tmp_path)
     assert outputs["systems"] == ["aarch64-linux", "x86_64-linux"]
     assert {"cmake", "ninja", "git-lfs", "python3-env", "cuda_nvcc", "cuda_cudart"} <= set(outputs["shell"])
     assert outputs["python"] == ["kbuild", "torch", "pytest"]
-    assert {"jinja2", "tomlkit", "pyelftools", "huggingface-hub"} <= set(outputs["kbuild"])
     assert outputs["cudaHome"] == "/nix/store/0000-cuda_nvcc"
     app = outputs["app"]
     assert app["type"] == "app" and app["program"] == "/nix/store/0000-kbuild-build/bin/kbuild-build"

@@ -8,9 +8,9 @@
 // column-major layouts. gemm_nt is the same call with b = b_nk^T, b_scale = b_scale_nk^T.
 #include <cstdint>
 
-namespace fp8gemm {
+#include "gemm_common/scale_block.h"
 
-constexpr int kScaleBlock = 128;
+namespace fp8gemm {
 
 enum class Fp8Format : int32_t { E4M3FN = 0, E4M3FNUZ = 1 };
 
@@ -29,8 +29,8 @@ struct GemmArgs {
   uint16_t* out = nullptr;  // (M, N) bf16 bits
   int64_t out_stride_m = 0, out_stride_n = 0;
 
-  int64_t k_blocks() const { return (K + kScaleBlock - 1) / kScaleBlock; }
-  int64_t n_blocks() const { return (N + kScaleBlock - 1) / kScaleBlock; }
+  int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
+  int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }
 };
 
 // Launchers return kOk or a static message naming what was wrong; they never abort.

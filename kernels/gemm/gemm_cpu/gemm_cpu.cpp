@@ -2,9 +2,10 @@
 //
 // The output is cut into tiles of kTileM x kTileN (kTileN == the scale block, so one tile
 // column shares one b_scale per k-block). For each k-block a worker decodes the A rows and
-// B columns of its tile through a 256-entry table, folds in the scales (a_scale per row,
-// b_scale per tile), packs them into contiguous fp32 panels, and accumulates their product
-// in an fp32 tile with a register-blocked micro-kernel that the compiler vectorizes.
+// B columns of its tile through a 256-entry table into contiguous fp32 panels, multiplies
+// them into an fp32 block sum with a register-blocked micro-kernel that the compiler
+// vectorizes, and adds the block sum to the tile as acc + sum * (a_scale * b_scale): the
+// promotion of the GPU paths (which fuse the multiply-add), so every backend overflows alike.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -44,11 +45,14 @@ const DecodeTable& decode_table(Fp8Format format) {
   return format == Fp8Format::E4M3FNUZ ? fnuz : fn;
 }
 
-// Per-worker scratch: the fp32 accumulator tile and the two packed, scaled panels.
+// Per-worker scratch: the fp32 accumulator tile, one k-block's sum, the two packed panels
+// and the block's A scales.
 struct Scratch {
   std::vector<float> acc = std::vector<float>(kTileM * kTileN);
+  std::vector<float> block_sum = std::vector<float>(kTileM * kTileN);
   std::vector<float> a_panel = std::vector<float>(kTileM * kTileK);  // [m][k]
   std::vector<float> b_panel = std::vector<float>(kTileK * kTileN);  // [k][n]
+  std::vector<float> a_scales = std::vector<float>(kTileM);
 };
 
 // c[kMicroM][kMicroN] += a_panel rows x b_panel columns over k_len. Fixed trip counts
@@ -81,35 +85,42 @@ class TileWorker {
     std::fill(s.b_panel.begin(), s.b_panel.end(), 0.0f);
     for (int64_t kb = 0; kb < args_.k_blocks(); ++kb) {
       const int64_t k0 = kb * kTileK, k_len = std::min(kTileK, args_.K - k0);
-      pack_a(m0, rows, kb, k0, k_len, s.a_panel.data());
-      pack_b(n0, cols, kb, k0, k_len, tile_n, s.b_panel.data());
+      pack_a(m0, rows, kb, k0, k_len, s.a_panel.data(), s.a_scales.data());
+      const float b_scale = pack_b(n0, cols, kb, k0, k_len, tile_n, s.b_panel.data());
+      std::fill(s.block_sum.begin(), s.block_sum.end(), 0.0f);
       for (int64_t r = 0; r < rows; r += kMicroM)
         for (int64_t j = 0; j < cols; j += kMicroN)
-          micro_kernel(&s.a_panel[r * kTileK], &s.b_panel[j], k_len, &s.acc[r * kTileN + j]);
+          micro_kernel(&s.a_panel[r * kTileK], &s.b_panel[j], k_len, &s.block_sum[r * kTileN + j]);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float scale = s.a_scales[r] * b_scale;
+        for (int64_t j = 0; j < cols; ++j)
+          s.acc[r * kTileN + j] += s.block_sum[r * kTileN + j] * scale;
+      }
     }
     store(m0, rows, n0, cols, s.acc.data());
   }
 
  private:
-  void pack_a(int64_t m0, int64_t rows, int64_t kb, int64_t k0, int64_t k_len,
-              float* panel) const {
+  void pack_a(int64_t m0, int64_t rows, int64_t kb, int64_t k0, int64_t k_len, float* panel,
+              float* scales) const {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t m = m0 + r;
-      const float scale = args_.a_scale[kb * args_.a_scale_stride_kb + m * args_.a_scale_stride_m];
+      scales[r] = args_.a_scale[kb * args_.a_scale_stride_kb + m * args_.a_scale_stride_m];
       const uint8_t* src = args_.a + m * args_.a_stride_m + k0 * args_.a_stride_k;
       float* dst = panel + r * kTileK;
-      for (int64_t k = 0; k < k_len; ++k) dst[k] = table_[src[k * args_.a_stride_k]] * scale;
+      for (int64_t k = 0; k < k_len; ++k) dst[k] = table_[src[k * args_.a_stride_k]];
     }
   }
 
-  void pack_b(int64_t n0, int64_t cols, int64_t kb, int64_t k0, int64_t k_len, int64_t nb,
-              float* panel) const {
-    const float scale = args_.b_scale[kb * args_.b_scale_stride_kb + nb * args_.b_scale_stride_nb];
+  // Packs the B columns of the tile; returns their scale.
+  float pack_b(int64_t n0, int64_t cols, int64_t kb, int64_t k0, int64_t k_len, int64_t nb,
+               float* panel) const {
     for (int64_t k = 0; k < k_len; ++k) {
       const uint8_t* src = args_.b + (k0 + k) * args_.b_stride_k + n0 * args_.b_stride_n;
       float* dst = panel + k * kTileN;
-      for (int64_t j = 0; j < cols; ++j) dst[j] = table_[src[j * args_.b_stride_n]] * scale;
+      for (int64_t j = 0; j < cols; ++j) dst[j] = table_[src[j * args_.b_stride_n]];
     }
+    return args_.b_scale[kb * args_.b_scale_stride_kb + nb * args_.b_scale_stride_nb];
   }
 
   void store(int64_t m0, int64_t rows, int64_t n0, int64_t cols, const float* acc) const {
@@ -123,8 +134,6 @@ class TileWorker {
   const GemmArgs& args_;
   const DecodeTable& table_;
 };
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t worker_count(const GemmArgs& args, int64_t tiles) {
   const int64_t hardware = std::max<int64_t>(1, std::thread::hardware_concurrency());

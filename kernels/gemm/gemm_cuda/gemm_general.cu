@@ -220,8 +220,6 @@ __global__ void __launch_bounds__(kThreads) gemm_general_kernel(const GemmArgs a
       }
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // 16-byte loads along K need K contiguous and every row start 16-byte aligned.
 bool vector_loads(const uint8_t* ptr, int64_t row_stride, int64_t k_stride, int64_t rows) {
   const bool aligned_rows = rows == 1 || row_stride % kVecBytes == 0;

@@ -25,8 +25,8 @@ Status launch_status() {
 
 template <int kBlockM, int kBlockN, Layout kLayoutA, Layout kLayoutB>
 Status launch_mfma(const GemmArgs& args, int split_k, float* partials, hipStream_t stream) {
-  const int64_t tiles_n = rocm::ceil_div(args.N, kBlockN);
-  const dim3 grid(unsigned(rocm::ceil_div(args.M, kBlockM) * tiles_n), unsigned(split_k));
+  const int64_t tiles_n = ceil_div(args.N, kBlockN);
+  const dim3 grid(unsigned(ceil_div(args.M, kBlockM) * tiles_n), unsigned(split_k));
   rocm::mfma_gemm_kernel<kBlockM, kBlockN, kLayoutA, kLayoutB>
       <<<grid, rocm::kThreads, 0, stream>>>(args, partials, split_k, tiles_n);
   return launch_status();
@@ -59,14 +59,14 @@ Status launch_table_tile(int tile_id, const GemmArgs& args, Layout layout_a, Lay
 }
 
 Status launch_general(const GemmArgs& args, hipStream_t stream) {
-  const int64_t tiles_n = rocm::ceil_div(args.N, rocm::kGeneralTile);
-  const unsigned blocks = unsigned(rocm::ceil_div(args.M, rocm::kGeneralTile) * tiles_n);
+  const int64_t tiles_n = ceil_div(args.N, rocm::kGeneralTile);
+  const unsigned blocks = unsigned(ceil_div(args.M, rocm::kGeneralTile) * tiles_n);
   rocm::general_gemm_kernel<<<blocks, rocm::kGeneralThreads, 0, stream>>>(args, tiles_n);
   return launch_status();
 }
 
 Status launch_reduce(const GemmArgs& args, const float* partials, int split_k, hipStream_t stream) {
-  int64_t blocks = rocm::ceil_div(args.M * args.N, rocm::kReduceThreads);
+  int64_t blocks = ceil_div(args.M * args.N, rocm::kReduceThreads);
   if (blocks > kMaxReduceBlocks) blocks = kMaxReduceBlocks;
   rocm::splitk_reduce_kernel<<<unsigned(blocks), rocm::kReduceThreads, 0, stream>>>(args, partials, split_k,
                                                                                     blocks);

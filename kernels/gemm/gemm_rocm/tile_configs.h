@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gemm_common/scale_block.h"
+
 namespace fp8gemm::rocm {
 
 struct TileShape {
@@ -51,7 +53,7 @@ constexpr RankedConfig kRankedConfigs[] = {
 #undef ROCM_RANKED
 
 constexpr int kNumTileShapes = int(sizeof(kTileShapes) / sizeof(kTileShapes[0]));
-constexpr int64_t kKBlock = 128;  // K elements per scale block
+constexpr int64_t kKBlock = kScaleBlock;  // K elements per scale block
 
 constexpr bool tile_ids_are_indices() {
   for (int i = 0; i < kNumTileShapes; ++i)
@@ -63,15 +65,13 @@ static_assert(tile_ids_are_indices(), "tile_configs.def: ROCM_TILE ids must be 0
 constexpr bool ranked_configs_valid() {
   for (const RankedConfig& ranked : kRankedConfigs) {
     if (ranked.tile_id < 0 || ranked.tile_id >= kNumTileShapes) return false;
-    if (ranked.split_k < 1 || ranked.split_k > (ranked.k + kKBlock - 1) / kKBlock) return false;
+    if (ranked.split_k < 1 || ranked.split_k > ceil_div(ranked.k, kKBlock)) return false;
   }
   return true;
 }
 static_assert(ranked_configs_valid(),
               "tile_configs.def: a ROCM_RANKED entry names a missing tile or a split_k outside "
               "1..ceil(k/128)");
-
-constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 constexpr int64_t tile_count(const TileShape& tile, int64_t m, int64_t n) {
   return ceil_div(m, tile.block_m) * ceil_div(n, tile.block_n);

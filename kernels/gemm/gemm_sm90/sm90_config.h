@@ -1,6 +1,6 @@
 #pragma once
 // Tile configurations as data: the candidates, a cost model that ranks them for any
-// shape, and the measured best for the ranked DeepSeek shapes (benchmarks/NOTES-sm90.md).
+// shape, and the measured best for the ranked DeepSeek shapes (DESIGN.md).
 #include <cstdint>
 
 #include "gemm_sm90/sm90_gemm.h"
@@ -15,17 +15,17 @@ constexpr TileConfig kCandidates[] = {
     {128, 256, 2}, {192, 128, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
     {128, 128, 3}, {64, 256, 3},  {128, 64, 3}, {64, 128, 3},
     {128, 128, 4}, {64, 256, 4},  {128, 64, 4}, {64, 128, 4},
-    // widths that divide N = 576 / 1536 / 4608 into whole waves (NOTES-sm90.md run 16)
+    // widths that divide N = 576 / 1536 / 4608 into whole waves (DESIGN.md run 16)
     {192, 144, 1}, {128, 192, 1}, {128, 144, 1}, {128, 96, 1}, {64, 192, 1},
     {128, 192, 2}, {128, 144, 2}, {64, 192, 2}, {128, 192, 3}, {128, 144, 3},
     {128, 192, 4}, {128, 144, 4},
-    // 72-wide warpgroup rows: N = 576 in 4 or 8 tiles (NOTES-sm90.md run 31)
+    // 72-wide warpgroup rows: N = 576 in 4 or 8 tiles (DESIGN.md run 31)
     {64, 144, 1}, {64, 144, 2}, {128, 72, 1}, {128, 72, 2},
 };
 
 // The best configuration for each of the 18 ranked shapes on one H100 SXM: the mean of two
-// sweeps of all candidates in compare.py's scale layout (NOTES-sm90.md runs 19, 24, 27, 32 and 38,
-// benchmarks/sm90_harness/sweep-run38-2026-11-24-h100.csv). Each re-sweep changed only the
+// sweeps of all candidates in compare.py's scale layout (DESIGN.md runs 19, 24, 27, 32 and 38;
+// the sweeps' CSVs are in git history). Each re-sweep changed only the
 // shapes where another configuration won by more than 1% in every round. Used on GPUs with
 // that many SMs.
 constexpr int kTunedSms = 132;
@@ -48,7 +48,7 @@ constexpr TunedShape kTuned[] = {
 // 64x192 from run 32's sweeps, scaled by 0.98 to run 27's machine; 64x144 raised from 0.28
 // to 0.30 by run 32's replay of the choice on 51 other shapes), plus a fixed cost per tile
 // (pipeline fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were fitted to run 27's timings of
-// every candidate on 46 shapes (NOTES-sm90.md run 27g); the cost of a split whose partials are
+// every candidate on 46 shapes (DESIGN.md run 27g); the cost of a split whose partials are
 // pushed is the median over such splits in run 38's sweep.
 inline double kblock_us(const TileConfig& c) {
   if (c.block_m == 192) return c.block_n == 144 ? 0.69 : 0.56;
@@ -75,7 +75,7 @@ struct CostModel {
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
                           const CostModel& cm = CostModel{}) {
   const int64_t tiles = ((M + c.block_m - 1) / c.block_m) * ((N + c.block_n - 1) / c.block_n);
-  const int64_t kb = (K + 127) / 128;
+  const int64_t kb = ceil_div(K, kScaleBlock);
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;
   const int64_t waves = (tiles + slots - 1) / slots;
   const int64_t kb_per_cta = (kb + c.split - 1) / c.split;
@@ -89,7 +89,7 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
 // the MMAs, without a copy, only where that was measured faster than copying it K-major: the
 // transposition slows the main loop (by about 12% on 6144x4608x7168) and saves the copy of A,
 // which weighs more the narrower N. Faster on the five ranked shapes with N <= 1536 and
-// M >= 1.5 N, slower on the other 13 (NOTES-sm90.md run 34).
+// M >= 1.5 N, slower on the other 13 (DESIGN.md run 34).
 inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
 
 inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1]) {

@@ -19,7 +19,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 
 // Where the decode kernel beats the wgmma tiles, and its best configuration, measured for the
-// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; benchmarks/DECODE.md): up to max_m tokens, with
+// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DECODE.md): up to max_m tokens, with
 // `few` for M <= 8 and `many` above. max_m = 0: the wgmma tiles win at every M.
 struct DecodeTuned {
   int64_t N, K, max_m;

@@ -15,12 +15,12 @@
 // waits for its MMAs before promoting; the other consumers' MMAs keep the tensor cores busy
 // meanwhile. For that the consumers take turns to issue their MMAs (a token passed round
 // through named barriers): issued together, their MMAs would interleave in the tensor pipe,
-// finish together, and all consumers would promote while it idles (NOTES-sm90.md run 19).
+// finish together, and all consumers would promote while it idles (DESIGN.md run 19).
 // Tiles of two consumer warpgroups and one chunk also keep a second scratch accumulator, so
 // that a block's MMAs run while the one before is promoted (run 27).
 // Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores. M-contiguous A
 // scales come with each stage by TMA (kSaSmem); other layouts' A scales and all B scales are
-// read from global memory a few blocks ahead. The K loop is kept short (NOTES-sm90.md run 24):
+// read from global memory a few blocks ahead. The K loop is kept short (DESIGN.md run 24):
 // uniform-register descriptors, no runtime layout branches.
 //
 // Work distribution: tiles in a grouped raster, walked persistently by the grid. With
@@ -40,7 +40,7 @@
 namespace fp8gemm::sm90 {
 
 // Tile t's coordinates. Only kernels that may group along N (kMayGroupAlongN) carry that
-// branch: the extra code cost the other tiles 1-4% (NOTES-sm90.md run 33).
+// branch: the extra code cost the other tiles 1-4% (DESIGN.md run 33).
 template <bool kMayGroupAlongN>
 __device__ __forceinline__ void tile_coords(const KernelParams& p, int t, int& mb, int& nb) {
   const bool along_n = kMayGroupAlongN && p.group_along_n;
@@ -487,7 +487,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         // With kAMn a warp's fragment rows are 2 (lane / 4) (+ 1): the upper half warp stores its
         // odd row first, so that each store covers all eight rows mod 8 (with the 128-byte swizzle,
         // eight different 16-byte chunks) and not four of them twice (2-way bank conflicts; with
-        // the row-major box, 8-way instead of 4-way: NOTES-sm90.md run 35).
+        // the row-major box, 8-way instead of 4-way: DESIGN.md run 35).
         const int h_first = kRowStep == 1 ? lane / 16 : 0;
 #pragma unroll
         for (int j = 0; j < kChunkN / 8; ++j) {

@@ -11,7 +11,7 @@
 
 namespace fp8gemm::sm90 {
 
-constexpr int kBlockK = 128;  // K depth of a stage = the scale block
+constexpr int kBlockK = kScaleBlock;  // K depth of a stage = the scale block
 constexpr int kSmemLimit = 227 * 1024;
 
 struct KernelParams {
@@ -36,7 +36,7 @@ struct KernelParams {
 // How a BM x BN tile is laid on the consumer warpgroups (TileShape below explains why); the
 // host's cost model asks too.
 // One producer warpgroup and 2 consumer warpgroups; 3 for BM = 192 (one per 64 rows) and for
-// 64x192 (one per 64 columns): three keep the tensor pipe busier than two (NOTES-sm90.md runs
+// 64x192 (one per 64 columns): three keep the tensor pipe busier than two (DESIGN.md runs
 // 31d and 32).
 __host__ __device__ constexpr int consumer_wgs(int bm, int bn) {
   return bm == 192 || (bm == 64 && bn == 192) ? 3 : 2;
@@ -46,7 +46,7 @@ __host__ __device__ constexpr int wg_cols(int bm, int bn) { return bn / (consume
 // A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
 // promoted before the next chunk's, so only one chunk-sized scratch accumulator is live next
 // to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns (192 with
-// two consumer warpgroups, which have the registers; NOTES-sm90.md run 27), else two halves.
+// two consumer warpgroups, which have the registers; DESIGN.md run 27), else two halves.
 __host__ __device__ constexpr int chunk_cols(int bm, int bn) {
   const int wn = wg_cols(bm, bn);
   return wn <= 128 || (wn <= 192 && consumer_wgs(bm, bn) == 2) ? wn : wn / 2;
@@ -54,7 +54,7 @@ __host__ __device__ constexpr int chunk_cols(int bm, int bn) {
 // Split-K over 2 CTAs, for two one-chunk consumer warpgroups: each CTA finishes the tile region
 // of one warpgroup, and its other warpgroup hands its partial to the peer CTA, straight into
 // the peer's output staging buffer, which holds exactly one warpgroup's fp32 accumulator
-// (NOTES-sm90.md run 38). Other splits sum the CTAs' partial tiles through distributed shared
+// (DESIGN.md run 38). Other splits sum the CTAs' partial tiles through distributed shared
 // memory between two cluster barriers.
 __host__ __device__ constexpr bool pushes_split_partials(int bm, int bn, int split) {
   return split == 2 && consumer_wgs(bm, bn) == 2 && chunk_cols(bm, bn) == wg_cols(bm, bn);
@@ -79,10 +79,10 @@ struct TileShape {
   static constexpr int kChunkN = chunk_cols(BM, BN);
   static constexpr int kChunks = kWN / kChunkN;
   // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
-  // tiles and to hurt the two-chunk ones (NOTES-sm90.md run 19).
+  // tiles and to hurt the two-chunk ones (DESIGN.md run 19).
   static constexpr bool kTakeTurns = kConsumerWGs > 1 && kChunks == 1;
   // One-chunk tiles whose registers hold a second scratch accumulator overlap a block's
-  // promotion with the next block's MMAs (NOTES-sm90.md run 27).
+  // promotion with the next block's MMAs (DESIGN.md run 27).
   static constexpr bool kOverlap = kChunks == 1 && kConsumerWGs == 2 && kWN <= 128;
   // B scales come per 128 columns. Chunks that do not divide 128 may straddle a boundary;
   // then a warpgroup's kWN columns (which start at multiples of gcd(BN, kWN, 128)) span at
@@ -98,7 +98,7 @@ struct TileShape {
   // Crossing classes: a warpgroup's first column lies at a multiple of kColStep in its B scale
   // block. Positions where every chunk crosses into the next block at the same fragment group
   // (first_hi_group: the chunk's groups before the boundary) form one class; the K loop is
-  // compiled once per class, so that no group selects its scales at run time (NOTES-sm90.md
+  // compiled once per class, so that no group selects its scales at run time (DESIGN.md
   // run 32).
   static constexpr int kColStep = gcd3(BN, kWN, 128);
   __host__ __device__ static constexpr int first_hi_group(int col_in_block, int c) {

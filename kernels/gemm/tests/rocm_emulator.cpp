@@ -153,8 +153,8 @@ constexpr uint16_t kBf16NaN = 0x7FC0;
 
 template <int kBlockM, int kBlockN, Layout kLayoutA, Layout kLayoutB>
 void run_mfma(const GemmArgs& args, int split_k, float* partials) {
-  const int64_t tiles_n = fp8gemm::rocm::ceil_div(args.N, kBlockN);
-  const int64_t tiles = fp8gemm::rocm::ceil_div(args.M, kBlockM) * tiles_n;
+  const int64_t tiles_n = fp8gemm::ceil_div(args.N, kBlockN);
+  const int64_t tiles = fp8gemm::ceil_div(args.M, kBlockM) * tiles_n;
   for (int split = 0; split < split_k; ++split)
     for (int64_t tile = 0; tile < tiles; ++tile)
       run_workgroup(fp8gemm::rocm::kThreads, tile, split, [&] {
@@ -231,8 +231,8 @@ int main(int argc, char** argv) {
   }
   if (args.M > 0 && args.N > 0) {
     if (!plan.mfma) {
-      const int64_t tiles_n = fp8gemm::rocm::ceil_div(args.N, fp8gemm::rocm::kGeneralTile);
-      const int64_t tiles = fp8gemm::rocm::ceil_div(args.M, fp8gemm::rocm::kGeneralTile) * tiles_n;
+      const int64_t tiles_n = fp8gemm::ceil_div(args.N, fp8gemm::rocm::kGeneralTile);
+      const int64_t tiles = fp8gemm::ceil_div(args.M, fp8gemm::rocm::kGeneralTile) * tiles_n;
       for (int64_t tile = 0; tile < tiles; ++tile)
         run_workgroup(fp8gemm::rocm::kGeneralThreads, tile, 0,
                       [&] { fp8gemm::rocm::general_gemm_kernel(args, tiles_n); });

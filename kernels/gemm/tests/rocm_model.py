@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from reference import SCALE_BLOCK, ceil_div
 
-SCALE_BLOCK = 128
 MFMA_K = 16  # K per v_mfma_f32_32x32x16_fp8_fp8
 FN_AS_FNUZ_FACTOR = 0.5  # an e4m3fn code read as e4m3fnuz is worth half
 FN_AS_FNUZ_CORRECTION = 4.0  # applied to the B scale: 1 / (0.5 * 0.5)
@@ -76,9 +76,6 @@ def load_tile_table(path: Path = TILE_TABLE_PATH) -> TileTable:
             ranked[(values[0], values[1], values[2])] = (values[3], values[4])
     return TileTable(constants, tiles, ranked)
 
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def select_config(table: TileTable, m: int, n: int, k: int) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from reference import make_gemm_inputs
+from reference import make_gemm_inputs, poisoned_out, verify
 
 pytestmark = pytest.mark.kernels_ci
 
@@ -20,7 +20,9 @@ def call(kernel, a, b, a_scale, b_scale, out):
 
 
 def test_valid_args_pass(kernel, args):
+    """The arguments the other tests break are valid: the call computes the product."""
     call(kernel, *args)
+    assert verify(args[4], *args[:4]).ok
 
 
 @pytest.mark.parametrize(
@@ -85,14 +87,53 @@ def test_out_overlapping_input_rejected(kernel, device, fp8_dtype, rng, name, in
 
 
 def test_out_adjacent_to_input_accepted(kernel, device, fp8_dtype, rng):
-    """Sharing a buffer without touching the same bytes is fine."""
+    """Sharing a buffer without touching the same bytes is fine, and computes the product."""
     a, b, a_scale, b_scale, _ = make_gemm_inputs(M, N, K, fp8_dtype, device, rng)
     buffer = torch.empty(M * K + 2 * M * N, dtype=torch.uint8, device=device)
     shared_a = buffer[: M * K].view(a.dtype).view(M, K)
     shared_a.copy_(a)
     out = buffer[M * K :].view(torch.bfloat16).view(M, N)
+    out.copy_(poisoned_out(M, N, device))
     call(kernel, shared_a, b, a_scale, b_scale, out)
-    assert torch.isfinite(out.float()).all()
+    assert torch.equal(shared_a.view(torch.uint8), a.view(torch.uint8))
+    assert verify(out, a, b, a_scale, b_scale).ok
+
+
+@pytest.mark.parametrize(
+    "sizes, strides",
+    [((8, 130), (1, 1)), ((8, 130), (130, 1)), ((8, 130), (65, 1)), ((8, 130), (2, 3)), ((130, 8), (1, 7))],
+    ids=["strides-1-1", "dense", "rows-65-apart", "strides-2-3", "strides-1-7"],
+)
+def test_out_whose_elements_share_memory_rejected(kernel, args, device, sizes, strides):
+    """Strides for which torch's own overlap check answers "too hard" are decided exactly:
+    (1, 1), (65, 1), (2, 3) and (1, 7) make two elements meet; row-major (130, 1) does not."""
+    store = torch.full((2000,), float("nan"), dtype=torch.bfloat16, device=device)
+    out = store.as_strided(sizes, strides)
+    if sizes == (130, 8):
+        out = out.t()
+    if strides == (130, 1):
+        call(kernel, *args[:4], out)
+        assert verify(out, *args[:4]).ok
+        return
+    with pytest.raises(RuntimeError, match="out must not have elements that share memory"):
+        call(kernel, *args[:4], out)
+
+
+def test_huge_scales_give_inf_with_the_sign_of_the_block_sum(kernel, device, fp8_dtype, rng):
+    """a_scale * b_scale overflows fp32 (1e30 x 1e30): with one K block, each element is
+    +-inf with the sign of its block sum times the scales', and NaN where that sum is 0
+    (0 x inf), as the op's contract says (README, "Overflow")."""
+    a, b, a_scale, b_scale, out = make_gemm_inputs(M, N, 100, fp8_dtype, device, rng)
+    a[0] = torch.zeros_like(a[0])  # row 0: every block sum is 0
+    a_scale.fill_(1e30)
+    b_scale.fill_(1e30)
+    b_scale[0, 1] = -1e30
+    call(kernel, a, b, a_scale, b_scale, out)
+    block_sum = a.double() @ b.double()
+    block_sum[:, 128:] *= -1
+    expected = torch.where(block_sum == 0, float("nan"), block_sum.sign() * float("inf"))
+    assert torch.isnan(expected[0]).all() and torch.isinf(expected[1:]).all()
+    torch.testing.assert_close(out.double(), expected, rtol=0, atol=0, equal_nan=True)
 
 
 def test_mixed_devices_rejected(kernel, args, device):

@@ -8,6 +8,7 @@ from reference import (
     CORRECTNESS_SHAPES,
     ODD_SHAPES,
     RANKED_SHAPES,
+    SCALE_BLOCK,
     Layout,
     ceil_div,
     make_gemm_inputs,
@@ -30,7 +31,7 @@ def check_gemm(kernel, M, N, K, dtype, device, rng, layout=None):
 
 def check_gemm_nt(kernel, M, N, K, dtype, device, rng):
     """gemm_nt with the row-major operands of DeepGEMM / torch._scaled_mm."""
-    kb, nb = ceil_div(K, 128), ceil_div(N, 128)
+    kb, nb = ceil_div(K, SCALE_BLOCK), ceil_div(N, SCALE_BLOCK)
     a = torch.randn(M, K, generator=rng, device=device).to(dtype)
     b = torch.randn(N, K, generator=rng, device=device).to(dtype)
     a_scale = torch.randn(kb, M, generator=rng, device=device).t()  # (M, kb), M-major
@@ -65,7 +66,7 @@ def test_gemm_nt(kernel, device, fp8_dtype, rng, path, shape):
 def test_strided_views(kernel, device, fp8_dtype, rng, path):
     """Operands that are slices of larger tensors (no dense layout at all)."""
     M, N, K = 40, 150, 260
-    kb, nb = ceil_div(K, 128), ceil_div(N, 128)
+    kb, nb = ceil_div(K, SCALE_BLOCK), ceil_div(N, SCALE_BLOCK)
     a = torch.randn(2 * M, K + 16, generator=rng, device=device).to(fp8_dtype)[::2, 8 : 8 + K]
     b = torch.randn(K, 3 * N, generator=rng, device=device).to(fp8_dtype)[:, ::3]
     a_scale = torch.randn(kb, 2 * M, generator=rng, device=device)[:, 1::2]
@@ -90,23 +91,43 @@ def test_out_allocated(kernel, device, fp8_dtype, rng):
 
 
 @pytest.mark.kernels_ci
-@pytest.mark.parametrize("shape", [(0, 5, 7), (5, 0, 7), (0, 0, 0), (3, 130, 0)], ids=str)
-def test_empty(kernel, device, fp8_dtype, rng, path, shape):
-    """Empty in, empty out; K == 0 gives zeros."""
+@pytest.mark.parametrize("shape", [(0, 5, 7), (5, 0, 7), (0, 0, 0), (0, 130, 300)], ids=str)
+def test_empty_output(kernel, device, fp8_dtype, rng, path, shape):
+    """M or N == 0: the given out comes back, an allocated one is (M, N) bf16 on the device,
+    and out's shape is still checked."""
     M, N, K = shape
     a, b, a_scale, b_scale, out = make_gemm_inputs(M, N, K, fp8_dtype, device, rng)
-    kernel.gemm(a, b, a_scale, b_scale, out)
-    assert torch.equal(out, torch.zeros_like(out))
-    assert kernel.gemm_nt(a, b.t(), a_scale.t(), b_scale.t()).shape == (M, N)
+    assert kernel.gemm(a, b, a_scale, b_scale, out) is out
+    for result in (kernel.gemm(a, b, a_scale, b_scale), kernel.gemm_nt(a, b.t(), a_scale.t(), b_scale.t())):
+        assert result.shape == (M, N) and result.dtype == torch.bfloat16 and result.device.type == device.type
+    wrong_out = torch.empty(M, N + 1, dtype=torch.bfloat16, device=device)
+    with pytest.raises(RuntimeError, match=r"out must be \(M, N\)"):
+        kernel.gemm(a, b, a_scale, b_scale, wrong_out)
 
 
 @pytest.mark.kernels_ci
-def test_seeds_example(kernel, device, fp8_dtype):
-    """The RadeonFlow guide's example as written, with the device's FP8 dtype."""
+@pytest.mark.parametrize("shape", [(1, 1, 0), (3, 130, 0), (65, 257, 0)], ids=str)
+def test_zero_k_gives_zeros(kernel, device, fp8_dtype, rng, path, shape):
+    """K == 0: every element is the empty sum, +0, written over out's NaN poison."""
+    M, N, K = shape
+    a, b, a_scale, b_scale, out = make_gemm_inputs(M, N, K, fp8_dtype, device, rng)
+    zeros = torch.zeros(M, N, dtype=torch.bfloat16, device=device)
+    assert torch.isnan(out).all()
+    assert kernel.gemm(a, b, a_scale, b_scale, out) is out
+    assert torch.equal(out, zeros)
+    out_nt = poisoned_out(M, N, device)
+    kernel.gemm_nt(a, b.t(), a_scale.t(), b_scale.t(), out_nt)
+    assert torch.equal(out_nt, zeros)
+    assert torch.equal(kernel.gemm(a, b, a_scale, b_scale), zeros)
+
+
+@pytest.mark.kernels_ci
+def test_seeds_example(kernel, device, fp8_dtype, rng):
+    """The RadeonFlow guide's example as written (seeded), with the device's FP8 dtype."""
     M, N, K = 1024, 1536, 7168
     QUANT_SIZE = 128
-    A_fp32 = torch.randn(M, K, device=device)
-    B_fp32 = torch.randn(K, N, device=device)
+    A_fp32 = torch.randn(M, K, device=device, generator=rng)
+    B_fp32 = torch.randn(K, N, device=device, generator=rng)
     A_fp8 = A_fp32.to(fp8_dtype)
     B_fp8 = B_fp32.to(fp8_dtype)
     A_scale = torch.ones(K // QUANT_SIZE, M, device=device, dtype=torch.float32)

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from reference import verify
+from reference import SCALE_BLOCK, ceil_div, verify
 
 pytestmark = pytest.mark.kernels_ci
 
@@ -35,7 +35,7 @@ def test_token_group_round_trip(device, rng, kernel, dtype, shape):
     x[0, : min(128, shape[1])] = 0  # an all-zero group
     q, scale = kernel.quantize_per_token_group(x, 128, dtype)
     rows, cols = shape
-    assert scale.shape == (rows, -(-cols // 128)) and scale.dtype == torch.float32
+    assert scale.shape == (rows, ceil_div(cols, SCALE_BLOCK)) and scale.dtype == torch.float32
     assert scale.t().is_contiguous(), "scales are M-major, as gemm_nt's fast paths take them"
     assert scale[0, 0] == 0 and torch.isfinite(q.float()).all()
     check_round_trip(x, q, expand_token_scales(scale, cols, 128), dtype)
@@ -51,7 +51,7 @@ def test_block_round_trip(device, rng, kernel, dtype, shape):
     w[:128, :128] = 0  # an all-zero block
     q, scale = kernel.quantize_per_block(w, 128, dtype)
     rows, cols = shape
-    assert scale.shape == (-(-rows // 128), -(-cols // 128)) and scale.is_contiguous()
+    assert scale.shape == (ceil_div(rows, SCALE_BLOCK), ceil_div(cols, SCALE_BLOCK)) and scale.is_contiguous()
     assert scale[0, 0] == 0 and torch.isfinite(q.float()).all()
     check_round_trip(w, q, expand_block_scales(scale, rows, cols, 128), dtype)
 

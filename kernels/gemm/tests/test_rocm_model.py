@@ -2,7 +2,7 @@
 
 The ROCm kernel is compiled for gfx942 but not run on an AMD GPU by this project. These tests
 check the algorithm it implements against the float64 reference with the pass criterion of
-shared/reference/fp8-gemm-h100-peers.md (reference.py: shapes, reference, judge), and run the
+benchmarks/PROTOCOL.md (reference.py: shapes, reference, judge), and run the
 kernels' own source in a host emulation (rocm_emulator.cpp, built with clang) whose output must
 equal the model's bit for bit, on every tile, split count, operand layout and FP8 format.
 
@@ -16,9 +16,9 @@ are then those of the sub-problem.
 
 from __future__ import annotations
 
-import random
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -35,19 +35,18 @@ FORMATS = [torch.float8_e4m3fnuz, torch.float8_e4m3fn]
 SUB_ROWS = 48
 SUB_FULL_COLUMN_BLOCKS = 2
 
-# The page's Frobenius bound is statistical (bf16 rounding of a large output gives 1.66e-3);
-# one element's rounding alone can reach 2^-8 = 3.9e-3, so outputs of fewer than SMALL_OUTPUT
-# elements are held to that worst case instead. The other two conditions are unchanged.
-SMALL_OUTPUT = 64
-BF16_WORST_RELATIVE_ROUNDING = 2.0**-8
 
 
 def passes(out: np.ndarray, ref: torch.Tensor) -> tuple[bool, reference.Verdict]:
-    verdict = reference.judge(torch.from_numpy(out), ref)
-    if verdict.ok or out.size >= SMALL_OUTPUT:
-        return verdict.ok, verdict
-    small_ok = verdict.nonfinite == 0 and verdict.violations == 0
-    return small_ok and verdict.relative_frobenius <= BF16_WORST_RELATIVE_ROUNDING, verdict
+    """The criterion, with the Frobenius bound of reference.frobenius_limit (its derivation:
+    the statistic needs many effective elements, else the worst-case bf16 rounding is added)."""
+    verdict = reference.judge(torch.from_numpy(out), ref, reference.frobenius_limit(ref))
+    return verdict.ok, verdict
+
+
+def seed_of(*parts: object) -> int:
+    """A fixed seed per case (the quick tests are deterministic; test_stress.py draws fresh ones)."""
+    return zlib.crc32(repr(parts).encode())
 
 
 def random_problem(m, n, k, dtype, seed):
@@ -55,8 +54,8 @@ def random_problem(m, n, k, dtype, seed):
     gen = torch.Generator().manual_seed(seed)
     a = reference.random_fp8(m, k, dtype, "cpu", gen)
     b = reference.random_fp8(k, n, dtype, "cpu", gen)
-    a_scale = reference.random_scales(rm.ceil_div(k, 128), m, "cpu", gen)
-    b_scale = reference.random_scales(rm.ceil_div(k, 128), rm.ceil_div(n, 128), "cpu", gen)
+    a_scale = reference.random_scales(rm.ceil_div(k, rm.SCALE_BLOCK), m, "cpu", gen)
+    b_scale = reference.random_scales(rm.ceil_div(k, rm.SCALE_BLOCK), rm.ceil_div(n, rm.SCALE_BLOCK), "cpu", gen)
     return a, b, a_scale, b_scale
 
 
@@ -66,8 +65,8 @@ def sub_shape(m: int, n: int) -> tuple[int, int]:
     return min(m, SUB_ROWS), n if n <= full_blocks_cols + 128 else full_blocks_cols + n % 128
 
 
-def check_shape(m, n, k, dtype, path="mfma"):
-    seed = random.SystemRandom().randrange(2**31)
+def check_shape(m, n, k, dtype, path="mfma", seed=None):
+    seed = seed_of(m, n, k, str(dtype), path) if seed is None else seed
     sub_m, sub_n = sub_shape(m, n)
     a, b, a_scale, b_scale = random_problem(sub_m, sub_n, k, dtype, seed)
     out = rm.model_gemm(a, b, a_scale, b_scale, path=path, config_shape=(m, n, k))
@@ -91,7 +90,7 @@ def test_tile_table_entries_fit_the_kernel():
         assert 128 % block_n == 0, "a tile must lie in one scale block of B"
     for (_m, _n, k), (tile_id, split_k) in table.ranked.items():
         assert 0 <= tile_id < len(table.tiles)
-        assert 1 <= split_k <= rm.ceil_div(k, 128)
+        assert 1 <= split_k <= rm.ceil_div(k, rm.SCALE_BLOCK)
 
 
 @pytest.mark.kernels_ci
@@ -300,13 +299,13 @@ def emulated_cases() -> list:
 @pytest.mark.parametrize("shape, layout, config, dtype", emulated_cases())
 def test_emulated_mfma_kernel_equals_model(emulator, tmp_path, shape, layout, config, dtype):
     m, n, k = shape
-    seed = random.SystemRandom().randrange(2**31)
+    seed = seed_of(shape, layout, config, str(dtype))
     gen = torch.Generator().manual_seed(seed)
     a_k_contiguous, b_k_contiguous = LAYOUTS[layout]
     a = fp8_operand(m, k, dtype, gen, contiguous_cols=a_k_contiguous)
     b = fp8_operand(k, n, dtype, gen, contiguous_cols=not b_k_contiguous)
-    a_scale = reference.random_scales(rm.ceil_div(k, 128), m, "cpu", gen)
-    b_scale = reference.random_scales(rm.ceil_div(k, 128), rm.ceil_div(n, 128), "cpu", gen)
+    a_scale = reference.random_scales(rm.ceil_div(k, rm.SCALE_BLOCK), m, "cpu", gen)
+    b_scale = reference.random_scales(rm.ceil_div(k, rm.SCALE_BLOCK), rm.ceil_div(n, rm.SCALE_BLOCK), "cpu", gen)
     out_row_major = layout in ("aK-bK", "aK-bN")  # the others write a column-major out
     plan, out = emulate(emulator, tmp_path, a, b, a_scale, b_scale, config, out_row_major)
     table = rm.load_tile_table()
@@ -323,7 +322,7 @@ def test_emulated_mfma_kernel_equals_model(emulator, tmp_path, shape, layout, co
 @pytest.mark.parametrize("dtype", FORMATS, ids=["fnuz", "fn"])
 def test_emulated_general_kernel_equals_model(emulator, tmp_path, dtype):
     """Row strides that are not multiples of 16 bytes take the general kernel."""
-    seed = random.SystemRandom().randrange(2**31)
+    seed = seed_of("general", str(dtype))
     a, b, a_scale, b_scale = random_problem(37, 75, 300, dtype, seed)
     plan, out = emulate(emulator, tmp_path, a, b, a_scale, b_scale)
     assert plan == "general"

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
@@ -24,8 +25,6 @@ namespace {
 
 using fp8gemm::GemmArgs;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 bool is_fp8(at::ScalarType t) {
   return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz;
 }
@@ -38,6 +37,24 @@ std::pair<uintptr_t, uintptr_t> byte_span(const torch::Tensor& t) {
   return {start, start + uintptr_t((last + 1) * t.element_size())};
 }
 
+// Whether two elements of a 2-D tensor share memory. at::has_internal_overlap answers the easy
+// cases (a zero stride: yes; a dense layout: no) and "too hard" for the rest, such as
+// as_strided((8, 130), (1, 1)); those are decided here. Element (i, j) lies at offset
+// i * s0 + j * s1 (strides >= 0), so two distinct elements meet when d0 * s0 == d1 * s1 for some
+// 0 < |d0| < n0, |d1| < n1. With both strides positive the smallest solution is
+// d0 = s1 / g, d1 = s0 / g (g = gcd(s0, s1)), so they meet exactly when that fits the sizes.
+bool elements_share_memory(const torch::Tensor& t) {
+  const at::MemOverlap answer = at::has_internal_overlap(t);
+  if (answer != at::MemOverlap::TooHard) return answer == at::MemOverlap::Yes;
+  const int64_t n0 = t.size(0), n1 = t.size(1), s0 = t.stride(0), s1 = t.stride(1);
+  if (n0 <= 1 || n1 <= 1) return (n0 > 1 && s0 == 0) || (n1 > 1 && s1 == 0);
+  if (s0 == 0 || s1 == 0) return true;
+  const int64_t g = std::gcd(s0, s1);
+  return s1 / g < n0 && s0 / g < n1;
+}
+
+// Whether the byte ranges of two tensors meet (a superset of sharing an element: two tensors
+// interleaved in one buffer without a common element are also refused).
 bool overlaps(const torch::Tensor& x, const torch::Tensor& y) {
   if (x.numel() == 0 || y.numel() == 0) return false;
   const auto [x0, x1] = byte_span(x);
@@ -78,8 +95,8 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
     TORCH_CHECK(b.size(0) == K, op, ": b must be (K, N) = (", K, ", N) to match a (", M, ", ", K, "), got ",
                 b.sizes());
   }
-  const int64_t k_blocks = ceil_div(K, fp8gemm::kScaleBlock);
-  const int64_t n_blocks = ceil_div(N, fp8gemm::kScaleBlock);
+  const int64_t k_blocks = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
+  const int64_t n_blocks = fp8gemm::ceil_div(N, fp8gemm::kScaleBlock);
   TORCH_CHECK(a_scale.scalar_type() == at::kFloat, op, ": a_scale must be float32, got ",
               a_scale.scalar_type());
   if (l.nt) {
@@ -103,8 +120,8 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
   TORCH_CHECK(out.scalar_type() == at::kBFloat16, op, ": out must be bfloat16, got ", out.scalar_type());
   TORCH_CHECK(out.dim() == 2 && out.size(0) == M && out.size(1) == N, op, ": out must be (M, N) = (", M, ", ",
               N, "), got ", out.sizes());
-  TORCH_CHECK(at::has_internal_overlap(out) != at::MemOverlap::Yes, op,
-              ": out must not have elements that share memory (e.g. an expanded tensor)");
+  TORCH_CHECK(!elements_share_memory(out), op,
+              ": out must not have elements that share memory (e.g. an expanded tensor or overlapping strides)");
   for (const auto& [name, t] : all)
     TORCH_CHECK(t == &out || !overlaps(out, *t), op, ": out must not overlap the memory of ", name);
 }

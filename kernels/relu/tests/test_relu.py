@@ -1,3 +1,5 @@
+import zlib
+
 import pytest
 import torch
 from kernels import get_kernel
@@ -9,6 +11,12 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 @pytest.fixture(scope="module")
 def relu():
     return get_kernel("kernels-community/relu", version=1)
+
+
+@pytest.fixture(autouse=True)
+def fixed_seed(request):
+    """Each test draws its data from a seed fixed by its name: the tests are deterministic."""
+    torch.manual_seed(zlib.crc32(request.node.name.encode()))
 
 
 @pytest.mark.kernels_ci
@@ -56,6 +64,37 @@ def test_bad_inputs_raise_clear_errors(relu):
         relu.relu(x, out=torch.empty(8, dtype=torch.float16, device=DEVICE))
     with pytest.raises(RuntimeError, match="contiguous"):
         relu.relu(torch.randn(8, 8, device=DEVICE).t())
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_in_place(relu, dtype):
+    x = torch.randn(4099, device=DEVICE).to(dtype)
+    expected = torch.relu(x)
+    assert relu.relu(x, out=x).data_ptr() == x.data_ptr()
+    torch.testing.assert_close(x, expected, rtol=0, atol=0)
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("shift", [1, -1, 7])
+def test_out_partly_overlapping_x_is_refused(relu, shift):
+    """relu(x[:-1], out=x[1:]) would read elements it already overwrote."""
+    buffer = torch.randn(300_000, device=DEVICE)
+    before = buffer.clone()
+    n = buffer.numel() - abs(shift)
+    x, out = (buffer[:n], buffer[shift:]) if shift > 0 else (buffer[-shift:], buffer[:n])
+    with pytest.raises(RuntimeError, match="out partly overlaps x"):
+        relu.relu(x, out=out)
+    assert torch.equal(buffer, before)
+
+
+@pytest.mark.kernels_ci
+def test_out_next_to_x_in_one_buffer(relu):
+    buffer = torch.randn(2000, device=DEVICE)
+    x, out = buffer[:1000], buffer[1000:]
+    expected = torch.relu(x)
+    relu.relu(x, out=out)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
 
 
 def test_large_tensor(relu):

@@ -31,6 +31,13 @@ void relu(torch::Tensor& out, const torch::Tensor& x) {
   TORCH_CHECK(out.sizes() == x.sizes(), "relu: out has shape ", out.sizes(), ", expected the shape of x ",
               x.sizes());
   TORCH_CHECK(x.is_contiguous() && out.is_contiguous(), "relu: x and out must be contiguous; call .contiguous()");
+  // Contiguous, so each covers one byte range: the same range is an in-place relu (each element
+  // is read before it is written); a shifted one would read values already overwritten.
+  const auto x_start = reinterpret_cast<uintptr_t>(x.data_ptr());
+  const auto out_start = reinterpret_cast<uintptr_t>(out.data_ptr());
+  const auto bytes = uintptr_t(x.numel()) * uintptr_t(x.element_size());
+  TORCH_CHECK(x.numel() == 0 || x_start == out_start || x_start + bytes <= out_start || out_start + bytes <= x_start,
+              "relu: out partly overlaps x; pass out=x to work in place, or a separate tensor");
   relu_kernels::DType dtype;
   TORCH_CHECK(kernel_dtype(x, &dtype), "relu: x must be float32, float16 or bfloat16, got ", x.scalar_type());
 #if defined(CPU_KERNEL)

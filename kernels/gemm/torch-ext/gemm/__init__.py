@@ -7,6 +7,8 @@ accumulated in fp32, written as bfloat16.
 import torch
 
 from ._ops import ops
+from ._scale import SCALE_BLOCK as SCALE_BLOCK
+from ._scale import ceil_div as ceil_div  # for layers.py
 
 __all__ = [
     "gemm",
@@ -16,7 +18,6 @@ __all__ = [
     "force_general_path",
 ]
 
-SCALE_BLOCK = 128
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
 
 
@@ -39,7 +40,9 @@ def gemm(
     Returns:
         ``out`` (allocated when not given) holding
         ``sum_k a[m,k] * a_scale[k//128, m] * b[k,n] * b_scale[k//128, n//128]``.
-        Scales may be negative; ``K == 0`` gives zeros.
+        Scales may be negative; ``K == 0`` gives zeros. Each 128-deep K block's fp32 sum is
+        added as ``acc + block_sum * (a_scale * b_scale)``: a scale product that overflows
+        fp32 gives +-inf (NaN where the block sum is 0 or infinities of both signs meet).
 
     Raises:
         RuntimeError: naming the argument and what was expected, for a wrong dtype,

@@ -17,6 +17,7 @@ def relu(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
 
     `x` is a contiguous float32, float16 or bfloat16 tensor of any shape (empty too).
     `out`, if given, must have the shape, dtype and device of `x`; it is filled and returned.
+    `out` may be `x` itself (in place); an `out` that partly overlaps `x` raises a RuntimeError.
     """
     if out is None:
         out = torch.empty_like(x, memory_format=torch.contiguous_format)
