@@ -41,6 +41,8 @@
             ps.pyelftools
             ps.huggingface-hub
             ps.filelock
+            ps.pytest
+            ps.kernels
           ];
           # The tests build kernels and load them with `kernels`: run them in the dev shell.
           doCheck = false;

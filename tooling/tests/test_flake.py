@@ -39,7 +39,7 @@ let
     setuptools = drv "setuptools"; jinja2 = drv "jinja2"; tomlkit = drv "tomlkit";
     tomli = drv "tomli"; packaging = drv "packaging"; pyyaml = drv "pyyaml";
     pyelftools = drv "pyelftools"; huggingface-hub = drv "huggingface-hub";
-    filelock = drv "filelock";
+    filelock = drv "filelock"; kernels = drv "kernels";
     torch = drv "torch"; pytest = drv "pytest";
   };
 in {

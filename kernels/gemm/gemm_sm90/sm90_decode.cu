@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gemm_common/scale_block.h"
 #include "gemm_sm90/sm90_decode.cuh"
 
 #pragma GCC visibility push(hidden)
@@ -13,8 +14,6 @@ namespace fp8gemm::sm90 {
 namespace {
 
 using decode::DecodeParams;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 

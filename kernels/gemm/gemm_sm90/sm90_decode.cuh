@@ -21,11 +21,13 @@
 
 #include <cstdint>
 
+#include "gemm_common/scale_block.h"
+
 namespace fp8gemm::sm90::decode {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBlockK = 128;
+constexpr int kBlockK = kScaleBlock;
 
 struct DecodeParams {
   const uint8_t* a;  // (M, K), K contiguous, rows a_row bytes apart, 16-byte aligned

@@ -8,7 +8,7 @@ same ``forward``, for building a layer yourself.
 import torch
 from torch import nn
 
-from . import SCALE_BLOCK, gemm_nt, quantize_per_block, quantize_per_token_group
+from . import SCALE_BLOCK, ceil_div, gemm_nt, quantize_per_block, quantize_per_token_group
 
 __all__ = ["FP8Linear", "Fp8Linear"]
 
@@ -76,8 +76,8 @@ class Fp8Linear(FP8Linear):
         self.in_features = in_features
         self.out_features = out_features
         self.block_size = BLOCK_SIZE
-        k_blocks = -(-in_features // SCALE_BLOCK)
-        n_blocks = -(-out_features // SCALE_BLOCK)
+        k_blocks = ceil_div(in_features, SCALE_BLOCK)
+        n_blocks = ceil_div(out_features, SCALE_BLOCK)
         self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=fp8_dtype, device=device))
         self.register_buffer("weight_scale_inv", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device))
         if bias:
