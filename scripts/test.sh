@@ -43,8 +43,11 @@ mypy
 stage "kbuild check"
 kbuild check
 
-stage "kbuild tests"
-python -m pytest tooling/tests -q
+stage "kbuild tests (quick set; the slow set is pytest -m slow)"
+python -m pytest tooling/tests -q -m "not slow"
+
+stage "kernel-builder compatibility: test kernels build and pass their tests (CPU)"
+python -m pytest tooling/tests/test_compat.py -q -m slow -k "stable_split_cpu or stable_cpu_kernel"
 
 for kernel in kernels/*/; do
   stage "kernel tests: ${kernel%/} (CPU, through kernels.get_kernel)"
@@ -54,6 +57,9 @@ done
 if [[ "$skip" != *" cuda "* ]]; then
   stage "CUDA variants compile (torch 2.14.1 cu130, nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
   bash scripts/cuda-compile.sh
+  stage "kernel-builder compatibility: CUDA test kernels compile"
+  KBUILD_CUDA_ENV="$PWD/.venv-cu130" python -m pytest tooling/tests/test_compat.py -q -m slow \
+    -k "cuda_env_kernel_compiles or stable_split_cuda_variant_compiles"
 fi
 
 if [[ "$skip" != *" rocm "* ]]; then
