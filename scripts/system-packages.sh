@@ -19,7 +19,7 @@ if ! command -v apt-get >/dev/null; then
   exit 0
 fi
 sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
+[ "$(id -u)" -eq 0 ] || sudo="sudo -n"
 echo "system-packages: installing ${missing[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null

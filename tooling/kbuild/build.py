@@ -29,7 +29,6 @@ from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant,
 
 Log = Callable[[str], None]
 SKIPPED_PARTS = {"__pycache__"}
-# Top-level folders a build does not read (outputs, tests, benchmarks, tool caches).
 
 
 def _stderr(message: str) -> None:

@@ -175,6 +175,7 @@ def card_context(
     kernel_dir = manifest.kernel_dir
     package = kernel_dir / "torch-ext" / manifest.python_name
     benchmarks = latest_benchmarks(kernel_dir, link_base)
+    functions = public_functions(package / "__init__.py")
     built = built_variants(kernel_dir / "build")
     if published is not None:
         archs = {variant.name: variant.archs for variant in built}
@@ -189,9 +190,9 @@ def card_context(
         "source": manifest.general.source,
         "backends": manifest.backends,
         "summary": module_doc(package / "__init__.py"),
-        "functions": public_functions(package / "__init__.py"),
+        "functions": functions,
         "layers": layer_classes(package / "layers.py"),
-        "example": usage_example(manifest, public_functions(package / "__init__.py"), repo_id or manifest.repo_id),
+        "example": usage_example(manifest, functions, repo_id or manifest.repo_id),
         "variants": built,
         "ci_variants": ci_variants(manifest),
         "benchmarks": benchmarks,
@@ -225,6 +226,8 @@ def ci_variants(manifest: Manifest) -> list[BuiltVariant]:
     """The variants the release workflow builds for this kernel (`kbuild matrix --release`)."""
     from kbuild.matrix import kernel_jobs, load_supported
 
+    if manifest.framework == "tvm-ffi":
+        return []  # `kbuild matrix` does not build tvm-ffi kernels yet
     jobs = kernel_jobs(manifest.kernel_dir, manifest, load_supported())
     return [BuiltVariant(job["variant"], job["backend"], list(job["archs"])) for job in jobs]
 
@@ -266,8 +269,12 @@ def docstring_markdown(doc: str) -> str:
 
 
 def _parse(path: Path) -> ast.Module | None:
+    """The module at `path` (inside its kernel folder: a symlink that leads out is an error)."""
     if not path.is_file():
         return None
+    root = next((folder for folder in path.absolute().parents if (folder / "build.toml").is_file()), None)
+    if root is not None:
+        path = paths.inside(root, path.absolute().relative_to(root), what="package file")
     try:
         return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as err:
@@ -475,7 +482,7 @@ def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[B
 
 def _benchmark(path: Path, data: dict[str, Any], kernel_dir: Path, link_base: Path | None) -> Benchmark:
     machine = data["machine"]
-    rows = [row for row in data["rows"] if isinstance(row, dict)]
+    rows = [row for row in data["rows"] if isinstance(row, dict) and isinstance(row.get("us", {}), dict)]
     implementations = list(dict.fromkeys(key for row in rows for key in row.get("us", {})))
     columns = list(
         dict.fromkeys(k for row in rows for k, v in row.items() if isinstance(v, (int, str)) and not k.endswith("_us"))

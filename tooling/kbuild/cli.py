@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.parse_args(argv)  # argparse's own message for the other commands
     args.pytest_args = passthrough
-    warnings.formatwarning = lambda message, category, *rest: f"warning: {message}\n"
+    warnings.formatwarning = lambda message, category, *rest: f"warning: {scrub(str(message))}\n"
     try:
         return args.func(args)
     except KbuildError as exc:

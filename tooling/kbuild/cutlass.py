@@ -16,9 +16,10 @@ import importlib.util
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
-from kbuild import gitrepo
+from kbuild import gitrepo, locks
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec
 from kbuild.variants import major_minor
@@ -98,7 +99,11 @@ def _from_wheel(dependency: str, release: str, tried: list[str]) -> Path | None:
     if spec is None or spec.origin is None:
         tried.append("the nvidia-cutlass package is not installed")
         return None
-    installed = importlib.metadata.version("nvidia-cutlass")
+    try:
+        installed = importlib.metadata.version("nvidia-cutlass")
+    except importlib.metadata.PackageNotFoundError:
+        tried.append("cutlass_library is installed, but not from the nvidia-cutlass package")
+        return None
     if ".".join(installed.split(".")[:3]) != release:
         tried.append(f"nvidia-cutlass {installed} is installed, not {release}")
         return None
@@ -135,7 +140,14 @@ def cache_dir() -> Path:
 
 
 def _from_git(dependency: str, release: str, tried: list[str]) -> Path | None:
-    target = cache_dir() / f"v{release}"
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    waiting = f"kbuild: waiting for another process to fetch CUTLASS {release}"
+    with locks.hold(cache / f"v{release}.lock", lambda line: print(line, file=sys.stderr), waiting):
+        return _clone_release(cache / f"v{release}", release, tried)
+
+
+def _clone_release(target: Path, release: str, tried: list[str]) -> Path | None:
     if source_version(target) == release:
         return target
     url = _git_url()

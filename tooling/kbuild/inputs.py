@@ -38,15 +38,20 @@ def build_inputs(manifest: Manifest) -> list[Path]:
     found = {Path(rel) for rel, _ in listed if (kernel_dir / rel).is_file()}
     for folder, what in folders:
         found.update(_files_under(kernel_dir, kernel_dir / folder, "package file" if folder == "torch-ext" else what))
-    found.update(rel for rel in _files_under(kernel_dir, kernel_dir, "source") if rel.suffix in SOURCE_SUFFIXES)
+    found.update(_files_under(kernel_dir, kernel_dir, "source", suffixes=SOURCE_SUFFIXES))
     return sorted(found)
 
 
-def _files_under(kernel_dir: Path, folder: Path, what: str) -> set[Path]:
+def _files_under(kernel_dir: Path, folder: Path, what: str, suffixes: set[str] | None = None) -> set[Path]:
+    """Files under `folder` (relative to the kernel), outside NOT_INPUTS and hidden folders,
+    with one of `suffixes` when given; a symlink among them that leads out is an error."""
     files = set()
     for path in folder.rglob("*"):
         rel = path.relative_to(kernel_dir)
-        if NOT_INPUTS.intersection(rel.parts) or path.suffix == ".pyc":
+        hidden = any(part.startswith(".") for part in rel.parts[:-1])
+        if hidden or NOT_INPUTS.intersection(rel.parts) or path.suffix == ".pyc":
+            continue
+        if suffixes is not None and path.suffix not in suffixes:
             continue
         if path.is_symlink():
             paths.inside(kernel_dir, rel, what=what)

@@ -8,10 +8,14 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from kbuild import paths
+
 
 @contextmanager
 def hold(lock_file: Path, log: Callable[[str], None], waiting: str) -> Iterator[None]:
     """Hold the lock `lock_file`; while another process holds it, log `waiting` and the lock's path, then wait."""
+    if lock_file.is_symlink():
+        paths.remove(lock_file)
     lock = FileLock(lock_file)
     try:
         lock.acquire(timeout=0)

@@ -190,15 +190,20 @@ def _in_bounds(version: str, low: str | None, high: str | None) -> bool:
 
 
 def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
-    """The archs the kernel's `toolkit.backend` kernels list, or None when this toolkit cannot
-    compile all of them (the build compiles exactly what build.toml lists)."""
-    wanted = set()
+    """The archs a build with `toolkit` compiles, as `kbuild build` chooses them: each CUDA kernel's
+    list less what the toolkit cannot build (the toolkit's default list when it has none), each
+    ROCm kernel's list. None when the toolkit can build none of a kernel's list (no job)."""
+    wanted: set[str] = set()
     for spec in manifest.kernels.values():
         if spec.backend == toolkit.backend == "cuda":
-            wanted |= set(spec.cuda_capabilities or ())
+            listed = spec.cuda_capabilities or cuda.default_capabilities(toolkit.version or "")
+            kept = [arch for arch in listed if not toolkit.archs or _arch_base(arch) in toolkit.archs]
+            if not kept:
+                return None
+            wanted |= set(kept)
         elif spec.backend == toolkit.backend == "rocm":
             wanted |= set(spec.rocm_archs or ())
-    if toolkit.archs and any(_arch_base(arch) not in toolkit.archs for arch in wanted):
+    if toolkit.backend == "rocm" and toolkit.archs and any(arch not in toolkit.archs for arch in wanted):
         return None
     return sorted(wanted, key=_arch_key)
 

@@ -3,6 +3,7 @@ with the real `kernels` library, and summarise."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -38,7 +39,8 @@ class KernelResult:
 
     @property
     def ok(self) -> bool:
-        return self.build == "ok" and self.tests == "passed" and self.load.startswith("ok")
+        published = not self.published.startswith("failed")
+        return self.build == "ok" and self.tests == "passed" and self.load.startswith("ok") and published
 
 
 def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
@@ -51,7 +53,7 @@ def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
         check=False,
     )
     if result.returncode != 0:
-        return "failed: " + (result.stderr.strip().splitlines() or ["?"])[-1]
+        return "failed: " + scrub((result.stderr.strip().splitlines() or ["?"])[-1])
     module, _, functions = result.stdout.strip().partition(" ")
     count = len([f for f in functions.split(",") if f])
     return f"ok ({module}, {count} function{'' if count == 1 else 's'})"
@@ -86,7 +88,8 @@ def load_command(result: KernelResult) -> str | None:
         return None
     path = str(result.checkout) if result.checkout.is_absolute() else f"$PWD/{result.checkout}"
     code = f"from kernels import get_kernel; print(get_kernel('{result.repo_id}', version={result.version}))"
-    return f'LOCAL_KERNELS={result.repo_id}="{path}" .venv/bin/python -c "{code}"'
+    python = os.path.relpath(sys.executable) if Path(sys.executable).is_relative_to(Path.cwd()) else sys.executable
+    return f'LOCAL_KERNELS={result.repo_id}="{path}" {python} -c "{code}"'
 
 
 def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
@@ -101,6 +104,7 @@ def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
         result.load = load_with_kernels(kernel_dir.resolve(), manifest.repo_id, manifest.version)
         result.repo_id, result.version = manifest.repo_id, manifest.version
         if hub is not None and result.ok:
+            result.published = "failed"
             result.published, result.checkout = publish_locally(kernel_dir, result.variant, hub)
     except KbuildError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)

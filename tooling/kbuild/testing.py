@@ -22,7 +22,7 @@ def loader_environment(kernel_dir: Path, repo_id: str) -> dict[str, str]:
     return {**os.environ, "LOCAL_KERNELS": ":".join(overrides), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def test_environment(manifest: Manifest) -> dict[str, str]:
+def kernel_test_environment(manifest: Manifest) -> dict[str, str]:
     """The loader environment, plus `import <python_name>` resolving to the same fresh build
     (through the kbuild.pytest_imports plugin)."""
     alias = f"{manifest.python_name}={manifest.repo_id}@{manifest.version}"
@@ -55,7 +55,7 @@ def run_tests(
     if ci:
         command += ["-m", "kernels_ci"]
     print(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
-    code = subprocess.run(command, env=test_environment(manifest), check=False).returncode
+    code = subprocess.run(command, env=kernel_test_environment(manifest), check=False).returncode
     if code == NO_TESTS_COLLECTED:
         print(f"kbuild: {manifest.name}: no tests selected (counted as success)", file=sys.stderr)
         return 0

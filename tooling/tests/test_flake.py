@@ -87,11 +87,7 @@ def pyproject_runtime_dependencies() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     requirements = [Requirement(line) for line in project["dependencies"]]
     environment = {"python_version": NIXPKGS_PYTHON, "python_full_version": f"{NIXPKGS_PYTHON}.0"}
-    return {
-        str(canonicalize_name(r.name))
-        for r in requirements
-        if r.marker is None or r.marker.evaluate(environment)
-    }
+    return {str(canonicalize_name(r.name)) for r in requirements if r.marker is None or r.marker.evaluate(environment)}
 
 
 def evaluate_flake(tmp_path: Path) -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import gitrepo
+from kbuild import cuda, gitrepo
 from kbuild.errors import KbuildError
 from kbuild.matrix import (
     changed_kernels,
@@ -119,10 +119,13 @@ def test_full_matrix_follows_build_toml(repo):
         "torch213-cxx11-cu130-x86_64-linux",
         "torch213-cxx11-cu132-x86_64-linux",
     ]
-    # CUDA 12.6 compiles 8.0 but not 10.0, and no ROCm toolkit of ours targets gfx803: no such jobs
+    # CUDA 12.6 compiles 8.0 but not 10.0: its jobs build 8.0 alone, as `kbuild build` does;
+    # no ROCm toolkit of ours targets gfx803: no such jobs
     assert _variants(result, "blackwell") == [
+        "torch212-cxx11-cu126-x86_64-linux",
         "torch212-cxx11-cu130-x86_64-linux",
         "torch212-cxx11-cu132-x86_64-linux",
+        "torch213-cxx11-cu126-x86_64-linux",
         "torch213-cxx11-cu130-x86_64-linux",
         "torch213-cxx11-cu132-x86_64-linux",
     ]
@@ -201,3 +204,23 @@ def test_cli_prints_the_matrix(repo, monkeypatch, capsys):
     assert printed == matrix(repo, named_kernels(repo, ["plain", "stable"]))
     assert main(["matrix", "--release", "nope"]) == 2
     assert "no kernel named 'nope'" in capsys.readouterr().err
+
+
+def _cuda_kernel(root: Path, name: str, caps: str | None) -> Path:
+    kernel = CUDA_KERNEL.format(caps=caps or "[]")
+    if caps is None:
+        kernel = kernel.replace("cuda-capabilities = []\n", "")
+    return _kernel(root, name, GENERAL.format(name=name, backends='["cuda"]') + "[torch]\nsrc = []\n" + kernel)
+
+
+def test_archs_follow_the_build_capability_choice(tmp_path):
+    """Like `kbuild build`: capabilities a toolkit lacks are dropped, a missing list is the
+    toolkit's default list, and a toolkit that keeps none of a kernel's list gets no job."""
+    listed = _cuda_kernel(tmp_path, "listed", '["7.0", "8.0"]')
+    jobs = {j["variant"]: j for j in matrix(tmp_path, [listed])["build"]["include"]}
+    assert jobs["torch213-cxx11-cu130-x86_64-linux"]["archs"] == ["8.0"]
+    unlisted = _cuda_kernel(tmp_path, "unlisted", None)
+    jobs = {j["variant"]: j for j in matrix(tmp_path, [unlisted])["build"]["include"]}
+    assert jobs["torch213-cxx11-cu130-x86_64-linux"]["archs"] == cuda.default_capabilities("13.0")
+    only_old = _cuda_kernel(tmp_path, "old", '["7.0"]')
+    assert not [j for j in matrix(tmp_path, [only_old])["build"]["include"] if "cu130" in j["variant"]]

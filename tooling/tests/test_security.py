@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from kbuild.build import build_kernel, generate_only
+from kbuild.build import build_kernel, build_lock, generate_only
 from kbuild.card import DEFAULT_TEMPLATE
 from kbuild.checks import check_kernel
 from kbuild.cli import main
 from kbuild.errors import KbuildError
+from kbuild.inputs import input_uid
+from kbuild.manifest import load_manifest
 from kbuild.pipeline import publish_locally
 
 REPO = Path(__file__).resolve().parents[2]
@@ -305,3 +307,25 @@ def test_scrub_masks_tokens_authorization_values_and_url_passwords(monkeypatch):
     assert scrub(text) == (
         "got ***; {'authorization': '***'} Authorization: *** https://bot:***@github.com/o/r.git and ***"
     )
+
+
+def test_symlinks_outside_the_build_inputs_do_not_stop_a_build(kernel_dir, outside):
+    """A local virtualenv or a notes link that leaves the kernel is no build input."""
+    (kernel_dir / ".venv" / "bin").mkdir(parents=True)
+    (kernel_dir / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (kernel_dir / "notes.txt").symlink_to(outside / "victim.txt")
+    before = input_uid(load_manifest(kernel_dir))
+    (kernel_dir / "demo_cpu" / "leak.h").symlink_to(outside / "victim.txt")
+    with pytest.raises(KbuildError, match=r"source .*leak.h is a symlink"):
+        input_uid(load_manifest(kernel_dir))
+    (kernel_dir / "demo_cpu" / "leak.h").unlink()
+    assert input_uid(load_manifest(kernel_dir)) == before
+
+
+def test_the_build_lock_is_never_written_through_a_symlink(kernel_dir, outside):
+    (kernel_dir / ".kbuild").mkdir()
+    (kernel_dir / ".kbuild" / "build.lock").symlink_to(outside / "victim.txt")
+    with build_lock(kernel_dir, _quiet):
+        pass
+    assert (outside / "victim.txt").read_text() == "keep me\n"
+    assert not (kernel_dir / ".kbuild" / "build.lock").is_symlink()
