@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import MINIMAL_BUILD_TOML
 from manifest_fuzz import run
 
 from kbuild.cli import main
@@ -49,21 +50,7 @@ def test_slow_fuzz_finds_no_traceback(tmp_path):
     assert_total(outcomes, tmp_path)
 
 
-EDITION_4 = """\
-[general]
-name = "demo"
-version = 1
-license = "MIT"
-backends = ["cpu"]
-
-[torch]
-src = ["torch-ext/torch_binding.cpp"]
-
-[kernel.demo_cpu]
-backend = "cpu"
-depends = ["torch"]
-src = ["demo_cpu/demo.cpp"]
-"""
+EDITION_4 = MINIMAL_BUILD_TOML.replace("edition = 5\n", "")  # no edition key: edition 4
 PATHOLOGICAL = {
     "invalid UTF-8": (EDITION_4.replace('"MIT"', '"M\xffT"').encode("latin-1"), 4),
     "general = []": (b"general = []\n" + EDITION_4.split("\n", 6)[6].encode(), 1),
