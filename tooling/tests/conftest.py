@@ -2,24 +2,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from minimal_manifest import MINIMAL_BUILD_TOML
 
 REPO = Path(__file__).resolve().parents[2]
-MINIMAL_BUILD_TOML = """\
-[general]
-name = "demo"
-version = 1
-edition = 5
-license = "MIT"
-backends = ["cpu"]
-
-[torch]
-src = ["torch-ext/torch_binding.cpp"]
-
-[kernel.demo_cpu]
-backend = "cpu"
-depends = ["torch"]
-src = ["demo_cpu/demo.cpp"]
-"""
+# The test kernels under data/ are built and tested by test_compat.py, never collected directly.
+collect_ignore = ["data"]
 
 
 @pytest.fixture

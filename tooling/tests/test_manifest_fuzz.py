@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import MINIMAL_BUILD_TOML
 from manifest_fuzz import run
+from minimal_manifest import MINIMAL_BUILD_TOML
 
 from kbuild.cli import main
 from kbuild.errors import KbuildError
