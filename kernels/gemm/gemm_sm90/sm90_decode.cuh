@@ -175,7 +175,7 @@ __device__ __forceinline__ void mma_block(const Block<WR, TN>& blk, float (&acc)
 }  // namespace detail
 
 // Grid: x = token tiles of 8*TN, y = groups of kWarps / k_warps weight tiles of 16*WR rows,
-// z = the cluster's C CTAs (launched with cluster dims 1 x 1 x C). kThreads threads.
+// z = the C CTAs of a cluster (launched as a 1 x 1 x C cluster when C > 1). kThreads threads.
 template <int WR, int TN>
 __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams p) {
   namespace cg = cooperative_groups;
@@ -221,22 +221,31 @@ __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams
     flat[first * kTileVals + v] = s;
   }
 
+  // A one-CTA cluster is launched plainly (no cluster steps); larger ones meet over distributed
+  // shared memory.
   cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
+  if (cluster_size > 1) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
   // Rank r writes its share of the CTA's tiles, summing the cluster's CTAs in rank order.
   const int total = tiles * kTileVals, per_rank = (total + cluster_size - 1) / cluster_size;
   const int lo = rank * per_rank, hi = min(total, lo + per_rank);
   for (int e = lo + threadIdx.x; e < hi; e += kThreads) {
     const int tile = e / kTileVals, v = e % kTileVals, at = tile * k_warps * kTileVals + v;
-    float s = 0.f;
-    for (int c = 0; c < cluster_size; ++c) s += cluster.map_shared_rank(flat, c)[at];
+    float s = flat[at];
+    if (cluster_size > 1) {
+      s = 0.f;
+      for (int c = 0; c < cluster_size; ++c) s += cluster.map_shared_rank(flat, c)[at];
+    }
     const int val = v >> 5, l = v & 31;
     const int i = val / (TN * 4), j = (val / 4) % TN, r = val & 3;
     const int n = n_cta + tile * 16 * WR + 16 * i + (l >> 2) + 8 * (r >> 1);
     const int m = m0 + 8 * j + 2 * (l & 3) + (r & 1);
     if (n < p.N && m < p.M) p.out[int64_t(m) * p.out_sm + int64_t(n) * p.out_sn] = detail::to_bf16_bits(s);
   }
-  cluster.sync();  // no CTA leaves while the others read its shared memory
+  if (cluster_size > 1) cluster.sync();  // no CTA leaves while the others read its shared memory
 }
 
 }  // namespace fp8gemm::sm90::decode

@@ -77,7 +77,6 @@ def load_tile_table(path: Path = TILE_TABLE_PATH) -> TileTable:
     return TileTable(constants, tiles, ranked)
 
 
-
 def select_config(table: TileTable, m: int, n: int, k: int) -> tuple[int, int]:
     """(tile id, split_k) for m, n >= 1: mirror of select_config in tile_configs.h."""
     if (m, n, k) in table.ranked:

@@ -73,4 +73,3 @@ def test_kernels_benchmark_small_workload(kernel, device):
     # The `kernels benchmark` runner's own check.
     assert reference.dtype == bench.out.dtype
     assert (bench.out.float() - reference.float()).abs().max() <= 1e-2
-

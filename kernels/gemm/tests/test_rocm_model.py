@@ -36,7 +36,6 @@ SUB_ROWS = 48
 SUB_FULL_COLUMN_BLOCKS = 2
 
 
-
 def passes(out: np.ndarray, ref: torch.Tensor) -> tuple[bool, reference.Verdict]:
     """The criterion, with the Frobenius bound of reference.frobenius_limit (its derivation:
     the statistic needs many effective elements, else the worst-case bf16 rounding is added)."""
