@@ -42,6 +42,20 @@ constexpr TunedShape kTuned[] = {
     {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
 
+// Small M past the decode kernel (up to max_m tokens) on three DeepSeek-V3 (N, K) where the cost
+// model's choice lost to another candidate by 0.5-1.5 µs in a sweep of every candidate at
+// M = 16-128 on one H100 SXM (DECODE.md round 3). Entries of one (N, K) in increasing max_m.
+struct TunedSmallM {
+  int64_t N, K, max_m;
+  TileConfig config;
+};
+constexpr TunedSmallM kTunedSmallM[] = {
+    {1536, 7168, 64, {64, 128, 4}},
+    {1536, 7168, 128, {128, 64, 4}},
+    {576, 7168, 128, {64, 128, 4}},
+    {7168, 256, 128, {64, 128, 1}},
+};
+
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
 // blocks at the per-CTA rate measured with every SM busy (6144x4608x7168 in compare.py's
 // scale layout, run 27 sweep, after 2 us per tile; the tiles whose B scales straddle and
@@ -93,8 +107,12 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, 
 inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
 
 inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1]) {
-  for (const TunedShape& t : kTuned)
-    if (clusters[1] == kTunedSms && t.M == M && t.N == N && t.K == K) return t.config;
+  if (clusters[1] == kTunedSms) {
+    for (const TunedShape& t : kTuned)
+      if (t.M == M && t.N == N && t.K == K) return t.config;
+    for (const TunedSmallM& t : kTunedSmallM)
+      if (t.N == N && t.K == K && M <= t.max_m) return t.config;
+  }
   TileConfig best = kCandidates[0];
   double best_us = estimate_us(best, M, N, K, clusters);
   for (const TileConfig& c : kCandidates) {
