@@ -42,18 +42,16 @@ constexpr TunedShape kTuned[] = {
     {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
 
-// Small M past the decode kernel (up to max_m tokens) on three DeepSeek-V3 (N, K) where the cost
-// model's choice lost to another candidate by 0.5-1.5 µs in a sweep of every candidate at
-// M = 16-128 on one H100 SXM (DECODE.md round 3). Entries of one (N, K) in increasing max_m.
+// Small M past the decode kernel (up to max_m tokens) on two DeepSeek-V3 (N, K) where the cost
+// model's choice lost to another candidate in a sweep of every candidate at M = 16-128 on one
+// H100 SXM, and the choice was faster in compare.py too (DECODE.md round 3).
 struct TunedSmallM {
   int64_t N, K, max_m;
   TileConfig config;
 };
 constexpr TunedSmallM kTunedSmallM[] = {
     {1536, 7168, 64, {64, 128, 4}},
-    {1536, 7168, 128, {128, 64, 4}},
     {576, 7168, 128, {64, 128, 4}},
-    {7168, 256, 128, {64, 128, 1}},
 };
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
