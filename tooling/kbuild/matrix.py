@@ -196,8 +196,10 @@ def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
     wanted: set[str] = set()
     for spec in manifest.kernels.values():
         if spec.backend == toolkit.backend == "cuda":
-            listed = spec.cuda_capabilities or cuda.default_capabilities(toolkit.version or "")
-            kept = [arch for arch in listed if not toolkit.archs or _arch_base(arch) in toolkit.archs]
+            version = toolkit.version or ""
+            buildable = cuda.toolkit_archs(version)
+            listed = spec.cuda_capabilities or cuda.default_capabilities(version)
+            kept = [arch for arch in listed if cuda.capability_base(arch) in buildable]
             if not kept:
                 return None
             wanted |= set(kept)

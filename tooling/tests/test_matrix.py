@@ -224,3 +224,13 @@ def test_archs_follow_the_build_capability_choice(tmp_path):
     assert jobs["torch213-cxx11-cu130-x86_64-linux"]["archs"] == cuda.default_capabilities("13.0")
     only_old = _cuda_kernel(tmp_path, "old", '["7.0"]')
     assert not [j for j in matrix(tmp_path, [only_old])["build"]["include"] if "cu130" in j["variant"]]
+
+
+def test_matrix_and_build_agree_on_every_toolkit_capability(tmp_path):
+    """The matrix filters with the build's own per-toolkit list: every capability `kbuild build`
+    compiles with a toolkit gets a job for it (8.8 once had a build but no CUDA 13 job)."""
+    for toolkit in ("12.6", "13.0"):
+        for capability in cuda.toolkit_archs(toolkit):
+            kernel = _cuda_kernel(tmp_path / f"{toolkit}-{capability}", "one", f'["{capability}"]')
+            archs = {j["toolkit"]: j["archs"] for j in matrix(kernel.parent, [kernel])["build"]["include"]}
+            assert archs.get(toolkit) == [capability], (toolkit, capability)
