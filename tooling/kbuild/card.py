@@ -79,6 +79,7 @@ class Benchmark:
     rows: list[dict[str, Any]]
     plot: str | None  # link to the PNG of the same name, if any
     source: str  # the JSON file's name
+    suite: str = ""  # the file's `suite` ("prefill", "decode"), "" when it names none
 
     def table(self, labels: dict[str, str] | None = None) -> str:
         """A Markdown table: one row per case, one column per implementation (those of `labels`,
@@ -453,9 +454,10 @@ def built_variants(build_dir: Path) -> list[BuiltVariant]:
 
 
 def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[Benchmark]:
-    """The newest result of each device in `benchmarks/results/*.json` (by the date it records,
-    then by file name), sorted by device; files without `machine` and `rows` are not results."""
-    newest: dict[str, tuple[str, str, Benchmark]] = {}
+    """The newest result of each device and suite in `benchmarks/results/*.json` (by the date it
+    records, then by file name), sorted by device and suite; files without `machine` and `rows`
+    are not results."""
+    newest: dict[tuple[str, str], tuple[str, str, Benchmark]] = {}
     for path in sorted((kernel_dir / "benchmarks" / "results").glob("*.json")):
         text = paths.inside(kernel_dir, path.relative_to(kernel_dir), what="benchmark result").read_text(
             encoding="utf-8"
@@ -475,9 +477,10 @@ def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[B
             continue
         benchmark = _benchmark(path, data, kernel_dir, link_base)
         stamp = str(data["machine"].get("date_utc", ""))
-        if benchmark.device not in newest or (stamp, path.name) > newest[benchmark.device][:2]:
-            newest[benchmark.device] = (stamp, path.name, benchmark)
-    return [newest[device][2] for device in sorted(newest)]
+        key = (benchmark.device, benchmark.suite)
+        if key not in newest or (stamp, path.name) > newest[key][:2]:
+            newest[key] = (stamp, path.name, benchmark)
+    return [newest[key][2] for key in sorted(newest)]
 
 
 def _benchmark(path: Path, data: dict[str, Any], kernel_dir: Path, link_base: Path | None) -> Benchmark:
@@ -506,4 +509,5 @@ def _benchmark(path: Path, data: dict[str, Any], kernel_dir: Path, link_base: Pa
         rows=rows,
         plot=plot,
         source=path.name,
+        suite=data["suite"] if isinstance(data.get("suite"), str) else "",
     )

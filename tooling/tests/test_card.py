@@ -100,10 +100,11 @@ def _built(kernel: Path, name: str, backend: str, archs: list[str]) -> None:
     (kernel / "build" / name / "metadata.json").write_text(json.dumps({"backend": {"type": backend, "archs": archs}}))
 
 
-def _result(path: Path, device: str, date: str, us: float) -> None:
+def _result(path: Path, device: str, date: str, us: float, suite: str | None = None) -> None:
     machine = {"date_utc": date, "device": device, "torch": "2.11.0", "cuda": "13.0"}
     rows = [{"M": 64, "dtype": "bf16", "floor_us": 1.0, "us": {"fancy": [us, us + 1], "torch": None}}]
-    path.write_text(json.dumps({"machine": machine, "calls": 30, "rows": rows}))
+    suites = {"suite": suite} if suite else {}
+    path.write_text(json.dumps({"machine": machine, "calls": 30, "rows": rows, **suites}))
 
 
 def _front_matter(card: str) -> dict:
@@ -278,9 +279,22 @@ def test_repository_cards_render_to_well_formed_html(kernel):
     _card_structure(card, kernel)
 
 
+def test_newest_result_of_each_device_and_suite(tmp_path):
+    kernel = _kernel(tmp_path)
+    results = kernel / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    _result(results / "a-prefill.json", "NVIDIA H100", "2026-02-01T10:00:00+00:00", 40.0, "prefill")
+    _result(results / "a-decode.json", "NVIDIA H100", "2026-02-01T10:00:00+00:00", 11.0, "decode")
+    _result(results / "old-decode.json", "NVIDIA H100", "2026-01-01T10:00:00+00:00", 99.0, "decode")
+    card = render_card(kernel)
+    assert card.index("### NVIDIA H100, decode suite (2026-02-01)") < card.index("### NVIDIA H100, prefill suite")
+    assert "| 64 | bf16 | 11.0 | - |" in card and "| 64 | bf16 | 40.0 | - |" in card and "99.0" not in card
+
+
 def test_gemm_card_benchmarks_come_from_json_with_user_words():
     card = render_card(Path(__file__).resolve().parents[2] / "kernels" / "gemm")
-    assert "## Benchmarks\n\n### NVIDIA H100 80GB HBM3 (" in card
+    assert "## Benchmarks\n\n### NVIDIA H100 80GB HBM3, decode suite (" in card
+    assert "### NVIDIA H100 80GB HBM3, prefill suite (" in card
     assert "| M | N | K | gemm_nt (µs) |" in card
     assert "SCALE_BLOCK" not in card and "group: int = 128" in card
 
