@@ -3,7 +3,7 @@
 Everything the template sees is read from files, never by importing the kernel: the API from
 `torch-ext/<python_name>/__init__.py` and `layers.py` (parsed with `ast`), the published variants
 (the target branch's, else those under `build/`), the variants CI builds (`kbuild matrix`), and
-the newest benchmark result of each device from `benchmarks/results/*.json` (the JSON written by
+the newest benchmark result of each device and suite from `benchmarks/results/*.json` (the JSON written by
 a kernel's benchmark script: `machine`, `rows` with the columns of each case and `us`, the time
 per implementation in microseconds).
 """
