@@ -47,6 +47,13 @@ class Supported:
 def load_supported(path: Path = VARIANTS_FILE) -> Supported:
     try:
         data = tomllib.loads(path.read_text())
+        cuda_with_archs = [t.get("version") for t in data["toolkit"] if t["backend"] == "cuda" and "archs" in t]
+        if cuda_with_archs:
+            raise KbuildError(
+                f"CUDA toolkit {cuda_with_archs[0]} has an `archs` list",
+                file=str(path),
+                fix="remove it: the capabilities each CUDA toolkit builds are kbuild's own (kbuild/cuda.py)",
+            )
         return Supported(
             torch=tuple(data["torch"]),
             cpu=data["cpu"],
@@ -192,7 +199,8 @@ def _in_bounds(version: str, low: str | None, high: str | None) -> bool:
 def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
     """The archs a build with `toolkit` compiles, as `kbuild build` chooses them: each CUDA kernel's
     list less what the toolkit cannot build (the toolkit's default list when it has none), each
-    ROCm kernel's list. None when the toolkit can build none of a kernel's list (no job)."""
+    ROCm kernel's list. None (no job) when the toolkit can build none of a CUDA kernel's list, or
+    lacks any arch a ROCm kernel lists."""
     wanted: set[str] = set()
     for spec in manifest.kernels.values():
         if spec.backend == toolkit.backend == "cuda":

@@ -9,6 +9,7 @@ import pytest
 from kbuild import cuda, gitrepo
 from kbuild.errors import KbuildError
 from kbuild.matrix import (
+    VARIANTS_FILE,
     changed_kernels,
     kernel_dirs,
     load_supported,
@@ -234,3 +235,14 @@ def test_matrix_and_build_agree_on_every_toolkit_capability(tmp_path):
             kernel = _cuda_kernel(tmp_path / f"{toolkit}-{capability}", "one", f'["{capability}"]')
             archs = {j["toolkit"]: j["archs"] for j in matrix(kernel.parent, [kernel])["build"]["include"]}
             assert archs.get(toolkit) == [capability], (toolkit, capability)
+
+
+def test_a_cuda_arch_list_in_the_variants_file_is_refused(tmp_path):
+    variants = tmp_path / "variants.toml"
+    text = VARIANTS_FILE.read_text().replace(
+        'torch-index = "https://download.pytorch.org/whl/cu130"\n',
+        'torch-index = "https://download.pytorch.org/whl/cu130"\narchs = ["9.0"]\n',
+    )
+    variants.write_text(text)
+    with pytest.raises(KbuildError, match="CUDA toolkit 13.0 has an `archs` list"):
+        load_supported(variants)

@@ -42,9 +42,11 @@ constexpr TunedShape kTuned[] = {
     {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
 
-// Small M past the decode kernel (up to max_m tokens) on two DeepSeek-V3 (N, K) where the cost
-// model's choice lost to another candidate in a sweep of every candidate at M = 16-128 on one
-// H100 SXM, and the choice was faster in compare.py too (DECODE.md round 3).
+// Small M (kSmallMFrom to max_m tokens) on two DeepSeek-V3 (N, K) where the cost model's choice
+// lost to another candidate in a sweep of every candidate at M = 16-128 on one H100 SXM, and the
+// choice was faster in compare.py too (DECODE.md round 3). Below kSmallMFrom (the decode kernel's
+// sizes, when it declines) the cost model decides: those M were not measured with these tiles.
+constexpr int64_t kSmallMFrom = 9;
 struct TunedSmallM {
   int64_t N, K, max_m;
   TileConfig config;
@@ -109,7 +111,7 @@ inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clust
     for (const TunedShape& t : kTuned)
       if (t.M == M && t.N == N && t.K == K) return t.config;
     for (const TunedSmallM& t : kTunedSmallM)
-      if (t.N == N && t.K == K && M <= t.max_m) return t.config;
+      if (t.N == N && t.K == K && M >= kSmallMFrom && M <= t.max_m) return t.config;
   }
   TileConfig best = kCandidates[0];
   double best_us = estimate_us(best, M, N, K, clusters);

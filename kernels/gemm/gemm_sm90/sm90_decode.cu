@@ -40,8 +40,8 @@ const DecodeTuned* tuned(int64_t N, int64_t K) {
 
 // Other shapes: the decode kernel for up to 8 tokens, and up to 32 where N is narrow (the wgmma
 // tiles then leave SMs idle), when K has 4 blocks or more to split.
-bool decode_wins(int64_t M, int64_t N, int64_t K) {
-  if (const DecodeTuned* t = tuned(N, K)) return M <= t->max_m;
+bool decode_wins(int64_t M, int64_t N, int64_t K, int num_sms) {
+  if (const DecodeTuned* t = num_sms == kTunedSms ? tuned(N, K) : nullptr) return M <= t->max_m;
   return ceil_div(K, decode::kBlockK) >= 4 && (M <= 8 || (M <= 32 && N <= 2048));
 }
 
@@ -86,10 +86,10 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
 
 }  // namespace
 
-bool decode_takes(const GemmArgs& g) {
+bool decode_takes(const GemmArgs& g, int num_sms) {
   constexpr int64_t kMaxN = int64_t(65535) * 16, kMaxK = int64_t(1) << 30;  // grid y, int indexing
   return g.format == Fp8Format::E4M3FN && g.M >= 1 && g.N >= 1 && g.N <= kMaxN && g.K >= 1 && g.K < kMaxK &&
-         decode_wins(g.M, g.N, g.K) && !decode_switched_off() &&
+         decode_wins(g.M, g.N, g.K, num_sms) && !decode_switched_off() &&
          rows_16(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) && rows_16(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K);
 }
 

@@ -190,7 +190,10 @@ const DeviceInfo* current_device(int* device) {
 }  // namespace
 
 size_t workspace_bytes(const GemmArgs& g) {
-  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g)) return 0;  // declined, or no copies
+  int device = 0;
+  const DeviceInfo* info = current_device(&device);
+  const int num_sms = info != nullptr ? info->num_sms : 0;
+  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g, num_sms)) return 0;  // declined, or no copies
   return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
 
@@ -311,7 +314,7 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || !info->is_sm90) return kOk;
-  if (decode_takes(g)) {  // small M: the weight-streaming kernel (sm90_decode.cuh)
+  if (decode_takes(g, info->num_sms)) {  // small M: the weight-streaming kernel (sm90_decode.cuh)
     *handled = true;
     return run_decode(g, choose_decode_config(g.M, g.N, g.K, info->num_sms), stream);
   }

@@ -9,9 +9,8 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from kernel_id import REPO_ID, VERSION  # noqa: E402
 
-REPO_ID = "kernels-community/gemm"
-VERSION = 1
 RUN_SLOW_ENV = "GEMM_RUN_SLOW"
 
 

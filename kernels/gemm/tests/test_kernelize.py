@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import REPO_ID
+from kernel_id import REPO_ID
 from kernels import LocalLayerRepository, Mode, kernelize, use_kernel_forward_from_hub, use_kernel_mapping
 from torch import nn
 from torch.profiler import ProfilerActivity, profile

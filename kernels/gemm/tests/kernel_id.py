@@ -1,0 +1,4 @@
+"""The Hub repository the tests load the kernel as (kbuild test maps it to the fresh build)."""
+
+REPO_ID = "kernels-community/gemm"
+VERSION = 1
