@@ -63,7 +63,7 @@ bool rows_16(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64
 template <int WR, int TN>
 Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream) {
   const int tiles_per_cta = decode::kWarps / p.k_warps;
-  // A cluster launch costs about 1 µs more than a plain one on the H100 (DECODE.md, round 3),
+  // A cluster launch costs 0.7 µs or more than a plain one on the H100 (DECODE.md, round 3),
   // so one-CTA "clusters" are launched plainly; the kernel then skips its cluster steps.
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeClusterDimension;
