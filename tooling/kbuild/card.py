@@ -434,19 +434,24 @@ def _param(arg: ast.arg, default: ast.expr | None, constants: dict[str, str] | N
     return text
 
 
+def _load_json(path: Path, fix: str) -> Any:
+    """`path` parsed as JSON; a KbuildError naming the file, the line and `fix` if it is not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise KbuildError(f"invalid JSON: {err.msg}", file=str(path), where=err.lineno, fix=fix) from None
+    except UnicodeDecodeError:
+        raise KbuildError("invalid JSON: not UTF-8", file=str(path), fix=fix) from None
+
+
 def built_variants(build_dir: Path) -> list[BuiltVariant]:
     """The staged variants: `build/<variant>/metadata.json`, sorted by name."""
     variants = []
     for metadata_file in sorted(build_dir.glob("*/metadata.json")):
-        try:
-            backend = json.loads(metadata_file.read_text(encoding="utf-8")).get("backend", {})
-        except json.JSONDecodeError as err:
-            raise KbuildError(
-                f"invalid JSON: {err.msg}",
-                file=str(metadata_file),
-                where=err.lineno,
-                fix=f"rebuild it: kbuild build {build_dir.parent}",
-            ) from None
+        metadata = _load_json(metadata_file, fix=f"rebuild it: kbuild build {build_dir.parent}")
+        backend = metadata.get("backend") if isinstance(metadata, dict) else None
+        if not isinstance(backend, dict):
+            backend = {}
         variants.append(
             BuiltVariant(metadata_file.parent.name, backend.get("type", ""), list(backend.get("archs", [])))
         )
@@ -459,18 +464,8 @@ def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[B
     are not results."""
     newest: dict[tuple[str, str], tuple[str, str, Benchmark]] = {}
     for path in sorted((kernel_dir / "benchmarks" / "results").glob("*.json")):
-        text = paths.inside(kernel_dir, path.relative_to(kernel_dir), what="benchmark result").read_text(
-            encoding="utf-8"
-        )
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise KbuildError(
-                f"invalid JSON: {err.msg}",
-                file=str(path),
-                where=err.lineno,
-                fix="rerun the benchmark or delete the file",
-            ) from None
+        result = paths.inside(kernel_dir, path.relative_to(kernel_dir), what="benchmark result")
+        data = _load_json(result, fix="rerun the benchmark or delete the file")
         if not (
             isinstance(data, dict) and isinstance(data.get("machine"), dict) and isinstance(data.get("rows"), list)
         ):

@@ -304,3 +304,22 @@ def test_card_of_a_new_kernel_renders_to_well_formed_html(tmp_path):
 
     kernel = create_kernel(tmp_path / "kernels" / "my-op", backends=["cpu", "cuda"], license="MIT")
     _card_structure(render_card(kernel), "my_op")
+
+
+def test_unreadable_metadata_and_results_are_errors_naming_the_file(tmp_path):
+    kernel = _kernel(tmp_path)
+    metadata = kernel / "build" / "torch213-cxx11-cpu-x86_64-linux" / "metadata.json"
+    metadata.parent.mkdir(parents=True)
+    metadata.write_text("[]")  # JSON, but not an object: a variant without a backend
+    assert "| `torch213-cxx11-cpu-x86_64-linux` |  | - |" in render_card(kernel)
+    metadata.write_bytes(b'{"backend": \xff}')
+    with pytest.raises(KbuildError, match="not UTF-8") as err:
+        render_card(kernel)
+    assert err.value.file == str(metadata)
+    metadata.write_text('{"backend": {"type": "cpu"}}')
+    results = kernel / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "run.json").write_text('{"machine": {},\n"rows": [}')
+    with pytest.raises(KbuildError, match="invalid JSON") as err:
+        render_card(kernel)
+    assert err.value.file == str(results / "run.json") and err.value.where == 2
