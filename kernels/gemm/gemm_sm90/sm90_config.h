@@ -42,18 +42,19 @@ constexpr TunedShape kTuned[] = {
     {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
 };
 
-// Small M (kSmallMFrom to max_m tokens) on two DeepSeek-V3 (N, K) where the cost model's choice
-// lost to another candidate in a sweep of every candidate at M = 16-128 on one H100 SXM, and the
-// choice was faster in compare.py too (DECODE.md round 3). Below kSmallMFrom (the decode kernel's
-// sizes, when it declines) the cost model decides: those M were not measured with these tiles.
-constexpr int64_t kSmallMFrom = 9;
+// Small M (9 to 128 tokens, where the decode kernel declines) on the DeepSeek-V3 (N, K) where the
+// cost model's choice lost to another configuration in a sweep of every candidate and the
+// narrow small-M tiles (64x64, 64x32) at M = 16-128 on one H100 SXM (DECODE.md round 4). The
+// cost model does not rank the narrow tiles: they are used from this table only. M = 9-15 was
+// not measured; it takes the entry of M = 16.
 struct TunedSmallM {
-  int64_t N, K, max_m;
+  int64_t N, K, min_m, max_m;
   TileConfig config;
 };
 constexpr TunedSmallM kTunedSmallM[] = {
-    {1536, 7168, 64, {64, 128, 4}},
-    {576, 7168, 128, {64, 128, 4}},
+    {7168, 2048, 9, 64, {64, 64, 1}}, {7168, 2048, 65, 128, {128, 64, 1}}, {4608, 7168, 65, 128, {128, 72, 2}},
+    {1536, 7168, 9, 128, {64, 64, 2}}, {576, 7168, 9, 64, {64, 32, 4}},    {576, 7168, 65, 128, {64, 32, 2}},
+    {3072, 1536, 9, 128, {64, 64, 1}}, {4096, 512, 9, 128, {64, 64, 1}},
 };
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
@@ -111,7 +112,7 @@ inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clust
     for (const TunedShape& t : kTuned)
       if (t.M == M && t.N == N && t.K == K) return t.config;
     for (const TunedSmallM& t : kTunedSmallM)
-      if (t.N == N && t.K == K && M >= kSmallMFrom && M <= t.max_m) return t.config;
+      if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return t.config;
   }
   TileConfig best = kCandidates[0];
   double best_us = estimate_us(best, M, N, K, clusters);

@@ -18,18 +18,17 @@ using decode::DecodeParams;
 constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 
 // Where the decode kernel beats the wgmma tiles, and its best configuration, measured for the
-// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DECODE.md): up to max_m tokens, with
-// `few` for M <= 8 and `many` above. max_m = 0: the wgmma tiles win at every M.
+// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DECODE.md): up to max_m tokens. Above 8 the
+// narrow wgmma tiles win on every one of them (round 4).
 struct DecodeTuned {
   int64_t N, K, max_m;
-  DecodeConfig few, many;
+  DecodeConfig config;
 };
 constexpr int kTunedSms = 132;
 constexpr DecodeTuned kDecodeTuned[] = {
-    {7168, 2048, 8, {1, 1, 4, 1}, {}},           {4608, 7168, 8, {1, 1, 8, 1}, {}},
-    {1536, 7168, 8, {2, 1, 8, 4}, {}}, {576, 7168, 48, {1, 1, 8, 8}, {1, 2, 8, 2}},
-    {3072, 1536, 16, {1, 1, 8, 1}, {1, 1, 8, 1}}, {4096, 512, 8, {1, 1, 4, 1}, {}},
-    {7168, 2304, 8, {1, 1, 4, 1}, {}},            {7168, 256, 8, {1, 1, 2, 1}, {}},
+    {7168, 2048, 8, {1, 1, 4, 1}}, {4608, 7168, 8, {1, 1, 8, 1}}, {1536, 7168, 8, {2, 1, 8, 4}},
+    {576, 7168, 8, {1, 1, 8, 8}},  {3072, 1536, 8, {1, 1, 8, 1}}, {4096, 512, 8, {1, 1, 4, 1}},
+    {7168, 2304, 8, {1, 1, 4, 1}}, {7168, 256, 8, {1, 1, 2, 1}},
 };
 
 const DecodeTuned* tuned(int64_t N, int64_t K) {
@@ -95,7 +94,7 @@ bool decode_takes(const GemmArgs& g, int num_sms) {
 
 DecodeConfig choose_decode_config(int64_t M, int64_t N, int64_t K, int num_sms) {
   const DecodeTuned* t = num_sms == kTunedSms ? tuned(N, K) : nullptr;
-  if (t != nullptr && M <= t->max_m) return M <= 8 ? t->few : t->many;
+  if (t != nullptr && M <= t->max_m) return t->config;
   // Else: one or two 8-token tiles per warp; K split over the CTA's warps (at least a block each)
   // and over clusters until there are two CTAs per SM, each warp keeping 2 blocks or more.
   DecodeConfig c;

@@ -14,7 +14,7 @@ namespace fp8gemm::sm90 {
 
 // One launch shape: output tile BM x BN, and how many CTAs (one cluster) share a tile
 // along K. Valid tiles: 192x128, 192x144, 128x256, 128x192, 128x144, 128x128, 128x96, 128x72,
-// 128x64, 64x128, 64x144, 64x192, 64x256; split 1 to kMaxSplit.
+// 128x64, 64x128, 64x144, 64x192, 64x256, and for small M 64x64, 64x32; split 1 to kMaxSplit.
 constexpr int kMaxSplit = 4;
 struct TileConfig {
   int block_m = 128;

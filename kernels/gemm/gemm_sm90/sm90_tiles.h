@@ -74,7 +74,8 @@ struct TileShape {
   static constexpr int kWgN = kConsumerWGs / kWgM;     // consumer warpgroups along N
   static constexpr int kWN = wg_cols(BM, BN);
   static_assert(kWN == BN / kWgN, "warpgroup columns");
-  static_assert(kWN == 64 || kWN == 72 || kWN == 96 || kWN == 128 || kWN == 144 || kWN == 192 || kWN == 256,
+  static_assert(kWN == 16 || kWN == 32 || kWN == 64 || kWN == 72 || kWN == 96 || kWN == 128 || kWN == 144 ||
+                    kWN == 192 || kWN == 256,
                 "warpgroup tile width");
   static constexpr int kChunkN = chunk_cols(BM, BN);
   static constexpr int kChunks = kWN / kChunkN;
@@ -122,7 +123,10 @@ struct TileShape {
   static constexpr int kOutBytes = kConsumerWGs * 64 * kChunkN * 2;  // bf16 staging, a chunk per warpgroup
   static constexpr int kBarrierBytes = 256;
   static constexpr int kStagesFit = (kSmemLimit - 1024 - kOutBytes - kBarrierBytes) / kStageBytes;
-  static constexpr int kStagesMax = kStagesFit < 8 ? kStagesFit : 8;
+  // At most 8 stages, 12 for the narrow small-M tiles (16 KB stages or less): with little work
+  // per stage they need more bytes in flight to stream B (the barriers have room for 15).
+  static constexpr int kStagesCap = kStageBytes <= 16384 ? 12 : 8;
+  static constexpr int kStagesMax = kStagesFit < kStagesCap ? kStagesFit : kStagesCap;
   // Room for each stage's BM A scales (a_scale M-contiguous): tiles with 5 or more stages give
   // up one for them (loaded with the operands, they never stall a consumer; NOTES run 19).
   static constexpr bool kScalesFitMax = 1024 + kStagesMax * (kStageBytes + BM * 4) + kOutBytes + kBarrierBytes <= kSmemLimit;
@@ -137,6 +141,7 @@ struct TileShape {
   static_assert(!kPushSplit || kOutBytes == 64 * kWN * 4, "a pushed partial fills the staging buffer");
   static_assert(BM * kRedStride * 4 <= kStages * kStageBytes + kOutBytes, "split-K buffer");
   static_assert(kStages >= 2, "stages");
+  static_assert(2 * kStages * 8 + 16 <= kBarrierBytes, "full, empty and xfer barriers");
 };
 
 // The tile shapes that have kernels (sm90_gemm.h lists them for users).
@@ -145,7 +150,7 @@ struct TileDims {
 };
 constexpr TileDims kTileShapes[] = {{192, 128}, {192, 144}, {128, 256}, {128, 192}, {128, 144},
                                     {128, 128}, {128, 96},  {128, 72},  {128, 64},  {64, 128},
-                                    {64, 144},  {64, 192},  {64, 256}};
+                                    {64, 144},  {64, 192},  {64, 256},  {64, 64},   {64, 32}};
 
 template <class F, size_t... I>
 auto with_tile_in(int BM, int BN, F& f, std::index_sequence<I...>) {

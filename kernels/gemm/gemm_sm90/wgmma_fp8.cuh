@@ -6,6 +6,64 @@
 
 namespace fp8gemm::sm90 {
 
+// D(64x16, f32) (+)= A(64x32, e4m3, smem) * B(16x32, e4m3, smem)^T; K-major operands.
+__device__ __forceinline__ void wgmma_m64n16k32(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7"
+      "}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// As above with A from registers (the m64k32 fragment: a[0] rows r, k 4t..4t+3; a[1] rows r + 8;
+// a[2] and a[3] the same rows at k + 16; r = 16 * warp + lane / 4, t = lane % 4).
+__device__ __forceinline__ void wgmma_m64n16k32_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7"
+      "}, {%8,%9,%10,%11}, %12, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+// D(64x32, f32) (+)= A(64x32, e4m3, smem) * B(32x32, e4m3, smem)^T; K-major operands.
+__device__ __forceinline__ void wgmma_m64n32k32(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+      "}, %16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// As above with A from registers (the m64k32 fragment: a[0] rows r, k 4t..4t+3; a[1] rows r + 8;
+// a[2] and a[3] the same rows at k + 16; r = 16 * warp + lane / 4, t = lane % 4).
+__device__ __forceinline__ void wgmma_m64n32k32_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+      "{"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+      "}, {%16,%17,%18,%19}, %20, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // D(64x64, f32) (+)= A(64x32, e4m3, smem) * B(64x32, e4m3, smem)^T; K-major operands.
 __device__ __forceinline__ void wgmma_m64n64k32(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
@@ -286,8 +344,11 @@ __device__ __forceinline__ void wgmma_m64n192k32_rs(float (&d)[96], const uint32
 
 template <int N>
 __device__ __forceinline__ void wgmma_fp8(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  static_assert(N == 64 || N == 72 || N == 96 || N == 128 || N == 144 || N == 192, "wgmma tile width");
-  if constexpr (N == 64) wgmma_m64n64k32(d, desc_a, desc_b, accumulate);
+  static_assert(N == 16 || N == 32 || N == 64 || N == 72 || N == 96 || N == 128 || N == 144 || N == 192,
+                "wgmma tile width");
+  if constexpr (N == 16) wgmma_m64n16k32(d, desc_a, desc_b, accumulate);
+  else if constexpr (N == 32) wgmma_m64n32k32(d, desc_a, desc_b, accumulate);
+  else if constexpr (N == 64) wgmma_m64n64k32(d, desc_a, desc_b, accumulate);
   else if constexpr (N == 72) wgmma_m64n72k32(d, desc_a, desc_b, accumulate);
   else if constexpr (N == 96) wgmma_m64n96k32(d, desc_a, desc_b, accumulate);
   else if constexpr (N == 128) wgmma_m64n128k32(d, desc_a, desc_b, accumulate);
@@ -297,8 +358,11 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[N / 2], uint64_t desc_a, ui
 
 template <int N>
 __device__ __forceinline__ void wgmma_fp8_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
-  static_assert(N == 64 || N == 72 || N == 96 || N == 128 || N == 144 || N == 192, "wgmma tile width");
-  if constexpr (N == 64) wgmma_m64n64k32_rs(d, a, desc_b, accumulate);
+  static_assert(N == 16 || N == 32 || N == 64 || N == 72 || N == 96 || N == 128 || N == 144 || N == 192,
+                "wgmma tile width");
+  if constexpr (N == 16) wgmma_m64n16k32_rs(d, a, desc_b, accumulate);
+  else if constexpr (N == 32) wgmma_m64n32k32_rs(d, a, desc_b, accumulate);
+  else if constexpr (N == 64) wgmma_m64n64k32_rs(d, a, desc_b, accumulate);
   else if constexpr (N == 72) wgmma_m64n72k32_rs(d, a, desc_b, accumulate);
   else if constexpr (N == 96) wgmma_m64n96k32_rs(d, a, desc_b, accumulate);
   else if constexpr (N == 128) wgmma_m64n128k32_rs(d, a, desc_b, accumulate);

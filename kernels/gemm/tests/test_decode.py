@@ -20,18 +20,21 @@ QUICK_NK = [(577, 1040), (576, 7168), (1536, 7168), (300, 1001), (129, 48)]
 SWEEP_NK = (577, 1040)
 
 
-def nt_inputs(M, N, K, dtype, device, rng):
-    """gemm_nt's operands: a (M, K) and w (N, K) row-major, a_scale (M, kb) M-contiguous."""
+def nt_inputs(M, N, K, dtype, device, rng, a_scale_m_contiguous=True):
+    """gemm_nt's operands: a (M, K) and w (N, K) row-major, a_scale (M, kb) M-contiguous (or
+    row-major)."""
     kb, nb = ceil_div(K, 128), ceil_div(N, 128)
     a = torch.randn(M, K, generator=rng, device=device).to(dtype)
     w = torch.randn(N, K, generator=rng, device=device).to(dtype)
     a_scale = torch.randn(kb, M, generator=rng, device=device).t()
+    if not a_scale_m_contiguous:
+        a_scale = a_scale.contiguous()
     w_scale = torch.randn(nb, kb, generator=rng, device=device)
     return a, w, a_scale, w_scale
 
 
-def check_nt(kernel, M, N, K, dtype, device, rng):
-    a, w, a_scale, w_scale = nt_inputs(M, N, K, dtype, device, rng)
+def check_nt(kernel, M, N, K, dtype, device, rng, a_scale_m_contiguous=True):
+    a, w, a_scale, w_scale = nt_inputs(M, N, K, dtype, device, rng, a_scale_m_contiguous)
     out = poisoned_out(M, N, device)
     kernel.gemm_nt(a, w, a_scale, w_scale, out)
     verdict = verify(out, a, w.t(), a_scale.t(), w_scale.t())
@@ -45,18 +48,29 @@ def test_gemm_nt_small_m(kernel, device, fp8_dtype, rng, path, M, nk):
     check_nt(kernel, M, *nk, fp8_dtype, device, rng)
 
 
-# Each (N, K) of the decode kernel's measured table on both sides of its limits (max_m is 8, 16 or
-# 48) and of the small-M tile table's first M (9). CUDA only: the tables are the Hopper path's.
+# Each (N, K) of the decode kernel's measured table on both sides of its limit (max_m = 8) and of
+# the small-M tile table's ranges (9-64, 65-128, then the cost model). CUDA only: the tables are
+# the Hopper path's.
 TUNED_NK = [(7168, 2048), (4608, 7168), (1536, 7168), (576, 7168), (3072, 1536), (4096, 512), (7168, 2304), (7168, 256)]
 
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize("nk", TUNED_NK, ids=str)
-@pytest.mark.parametrize("M", [1, 8, 9, 16, 17, 48, 49])
+@pytest.mark.parametrize("M", [1, 8, 9, 16, 64, 65, 128, 129])
 def test_tuned_decode_shapes(kernel, device, fp8_dtype, rng, M, nk):
     if device.type != "cuda":
         pytest.skip("the measured decode table is the Hopper path's")
     check_nt(kernel, M, *nk, fp8_dtype, device, rng)
+
+
+# The same tables with row-major A scales: the tiles' kernels that read them from global memory.
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("nk", TUNED_NK, ids=str)
+@pytest.mark.parametrize("M", [16, 65])
+def test_tuned_decode_shapes_row_major_scales(kernel, device, fp8_dtype, rng, M, nk):
+    if device.type != "cuda":
+        pytest.skip("the measured decode table is the Hopper path's")
+    check_nt(kernel, M, *nk, fp8_dtype, device, rng, a_scale_m_contiguous=False)
 
 
 # gemm with K-contiguous b (a (K, N) view of row-major weights), and with out column-major.
