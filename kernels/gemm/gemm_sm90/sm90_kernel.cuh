@@ -591,6 +591,40 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   const int kb_begin = kSplit ? rank * p.num_kb / p.split : 0;
   const int kb_end = kSplit ? (rank + 1) * p.num_kb / p.split : p.num_kb;
 
+  // The producer thread's loads of K block kb of tile (mb, nb) into `stage`. Only the 192-row
+  // kernels carry the hinted loads (see tile_coords).
+  const bool stream_a = BM == 192 && p.stream_a;
+  auto load_stage = [&](int stage, int mb, int nb, int kb) {
+    const uint64_t first = stream_a ? l2_evict_first_policy() : 0, last = stream_a ? l2_evict_last_policy() : 0;
+    mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
+    uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
+    uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
+    auto load_a = [&](void* dst, const CUtensorMap* map, int c0, int c1) {
+      if (stream_a)
+        tma_load_2d_hint(dst, map, &full[stage], c0, c1, first);
+      else
+        tma_load_2d(dst, map, &full[stage], c0, c1);
+    };
+    if constexpr (kAMn) {
+      load_a(dst_a, &map_a, mb * BM, kb * kBlockK);
+      if constexpr (BM == 192) load_a(dst_a + 128 * kBlockK, &map_a_tail, mb * BM + 128, kb * kBlockK);
+    } else {
+      load_a(dst_a, &map_a, kb * kBlockK, mb * BM);
+    }
+    if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
+    if (stream_a)
+      tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
+    else
+      tma_load_2d(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN);
+  };
+
+  // Thread 0 (the producer thread) initialises the barriers and then issues the first stages of
+  // its first tile at once, before the block barrier: the loads' latency then overlaps the
+  // block's setup, whose first reads of the kernel parameters miss the constant cache
+  // (DECODE.md round 4). Not in the kernels of three consumer warpgroups (192 x N, 64 x 192):
+  // their registers are too few for it (ptxas spilled more).
+  constexpr int kPreStages = T::kConsumerWGs == 3 ? 0 : kStages < 4 ? kStages : 4;
+  int pre = 0;  // stages of the first tile issued before the block barrier
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
@@ -606,54 +640,42 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (p.tma_store) tma_prefetch_desc(&map_c);
     if (kSaSmem) tma_prefetch_desc(&map_sa);
     if (kAMn && BM == 192) tma_prefetch_desc(&map_a_tail);
+    asm volatile("griddepcontrol.wait;" ::: "memory");  // the loads may read the operand copy
+    if (unit < p.num_tiles) {
+      int mb, nb;
+      tile_coords<BM == 192>(p, unit, mb, nb);
+      for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre) load_stage(pre, mb, nb, kb_begin + pre);
+    }
   }
   __syncthreads();
   // The peer may arrive on our barriers once they are initialised (see the consumers).
   if (kSplit && pushes_split_partials(BM, BN, p.split)) cluster_arrive_relaxed();
   // Launched right after the operand copy (programmatic dependent launch): everything above
-  // overlaps the copy's tail; nothing below reads or writes global memory before it is done.
-  // Without that launch attribute this returns at once.
+  // but thread 0's first loads (which wait for it themselves) overlaps the copy's tail; nothing
+  // below reads or writes global memory before it is done. Without that launch attribute this
+  // returns at once.
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {
     // ---------------- producer ----------------
     regs_decrease<T::kProducerRegs>();
-    // Only the 192-row kernels carry the hinted loads (see tile_coords).
-    const bool stream_a = BM == 192 && p.stream_a;
-    const uint64_t first = stream_a ? l2_evict_first_policy() : 0, last = stream_a ? l2_evict_last_policy() : 0;
-    int stage = 0;
-    uint32_t phase = 0;
+    // The first tile's first `pre` stages are in flight already (thread 0 above).
+    int stage = pre % kStages;
+    uint32_t phase = pre == kStages ? 1 : 0;
+    int skip = pre;
     for (int t = unit; t < p.num_tiles; t += unit_stride) {
       if (warp == 0 && lane == 0) {
         int mb, nb;
         tile_coords<BM == 192>(p, t, mb, nb);
-        for (int kb = kb_begin; kb < kb_end; ++kb) {
+        for (int kb = kb_begin + skip; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
-          mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
-          uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
-          uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
-          auto load_a = [&](void* dst, const CUtensorMap* map, int c0, int c1) {
-            if (stream_a)
-              tma_load_2d_hint(dst, map, &full[stage], c0, c1, first);
-            else
-              tma_load_2d(dst, map, &full[stage], c0, c1);
-          };
-          if constexpr (kAMn) {
-            load_a(dst_a, &map_a, mb * BM, kb * kBlockK);
-            if constexpr (BM == 192) load_a(dst_a + 128 * kBlockK, &map_a_tail, mb * BM + 128, kb * kBlockK);
-          } else {
-            load_a(dst_a, &map_a, kb * kBlockK, mb * BM);
-          }
-          if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
-          if (stream_a)
-            tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
-          else
-            tma_load_2d(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN);
+          load_stage(stage, mb, nb, kb);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
           }
         }
+        skip = 0;
       }
       if (kSplit && !pushes_split_partials(BM, BN, p.split)) {  // the consumers' two cluster barriers
         cluster_sync_all();
