@@ -19,7 +19,7 @@ constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 
 // Where the decode kernel beats the wgmma tiles, and its best configuration, measured for the
 // DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DECODE.md): up to max_m tokens. Above 8 the
-// narrow wgmma tiles win on every one of them (round 4).
+// wgmma tiles win on every one of them (DECODE.md round 4).
 struct DecodeTuned {
   int64_t N, K, max_m;
   DecodeConfig config;

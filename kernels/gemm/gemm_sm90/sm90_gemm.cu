@@ -308,8 +308,8 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
 Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {
   *handled = false;
   if (g.format != Fp8Format::E4M3FN || g.K == 0) return kOk;  // the general path takes these
-  constexpr int64_t kMaxDim = int64_t(1) << 30, kMaxTiles = int64_t(1) << 30;  // int indexing
-  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim || ((g.M + 63) / 64) * ((g.N + 63) / 64) >= kMaxTiles)
+  constexpr int64_t kMaxDim = int64_t(1) << 30, kMaxTiles = int64_t(1) << 30;  // int indexing (tiles >= 64x32)
+  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim || ((g.M + 63) / 64) * ((g.N + 31) / 32) >= kMaxTiles)
     return kOk;
   int device = 0;
   const DeviceInfo* info = current_device(&device);

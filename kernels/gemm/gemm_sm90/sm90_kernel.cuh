@@ -18,7 +18,8 @@
 // finish together, and all consumers would promote while it idles (DESIGN.md run 19).
 // Tiles of two consumer warpgroups and one chunk also keep a second scratch accumulator, so
 // that a block's MMAs run while the one before is promoted (run 27).
-// Bf16 results leave through 128-byte-swizzled smem boxes and TMA stores. M-contiguous A
+// Bf16 results leave through smem boxes (128-byte-swizzled 64x64, or unswizzled 64 rows x a
+// chunk's width) and TMA stores. M-contiguous A
 // scales come with each stage by TMA (kSaSmem); other layouts' A scales and all B scales are
 // read from global memory a few blocks ahead. The K loop is kept short (DESIGN.md run 24):
 // uniform-register descriptors, no runtime layout branches.
@@ -478,7 +479,7 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       }
       cluster_sync_all();  // no CTA reuses its buffer (or leaves) while others read it
     } else if (p.tma_store) {
-      // ---- per chunk: bf16 into 128-byte-swizzled smem boxes of 64x64, TMA store ----
+      // ---- per chunk: bf16 into smem boxes (64x64 128-byte-swizzled, or 64 x chunk), TMA store ----
       uint8_t* cbuf = smem_c + ci * 64 * kChunkN * 2;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
@@ -592,10 +593,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   const int kb_end = kSplit ? (rank + 1) * p.num_kb / p.split : p.num_kb;
 
   // The producer thread's loads of K block kb of tile (mb, nb) into `stage`. Only the 192-row
-  // kernels carry the hinted loads (see tile_coords).
+  // kernels carry the hinted loads (see tile_coords), with the L2 policies `first` and `last`.
   const bool stream_a = BM == 192 && p.stream_a;
-  auto load_stage = [&](int stage, int mb, int nb, int kb) {
-    const uint64_t first = stream_a ? l2_evict_first_policy() : 0, last = stream_a ? l2_evict_last_policy() : 0;
+  auto load_stage = [&](int stage, int mb, int nb, int kb, uint64_t first, uint64_t last) {
     mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
     uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
     uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
@@ -621,7 +621,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // Thread 0 (the producer thread) initialises the barriers and then issues the first stages of
   // its first tile at once, before the block barrier: the loads' latency then overlaps the
   // block's setup, whose first reads of the kernel parameters miss the constant cache
-  // (DECODE.md round 4). Not in the kernels of three consumer warpgroups (192 x N, 64 x 192):
+  // (DECODE.md round 5). Not in the kernels of three consumer warpgroups (192 x N, 64 x 192):
   // their registers are too few for it (ptxas spilled more).
   constexpr int kPreStages = T::kConsumerWGs == 3 ? 0 : kStages < 4 ? kStages : 4;
   int pre = 0;  // stages of the first tile issued before the block barrier
@@ -640,11 +640,14 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (p.tma_store) tma_prefetch_desc(&map_c);
     if (kSaSmem) tma_prefetch_desc(&map_sa);
     if (kAMn && BM == 192) tma_prefetch_desc(&map_a_tail);
-    asm volatile("griddepcontrol.wait;" ::: "memory");  // the loads may read the operand copy
-    if (unit < p.num_tiles) {
-      int mb, nb;
-      tile_coords<BM == 192>(p, unit, mb, nb);
-      for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre) load_stage(pre, mb, nb, kb_begin + pre);
+    if constexpr (kPreStages > 0) {
+      static_assert(BM != 192, "early loads carry no L2 policies");
+      asm volatile("griddepcontrol.wait;" ::: "memory");  // the loads may read the operand copy
+      if (unit < p.num_tiles) {
+        int mb, nb;
+        tile_coords<BM == 192>(p, unit, mb, nb);
+        for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre) load_stage(pre, mb, nb, kb_begin + pre, 0, 0);
+      }
     }
   }
   __syncthreads();
@@ -659,6 +662,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   if (wg == 0) {
     // ---------------- producer ----------------
     regs_decrease<T::kProducerRegs>();
+    const uint64_t first = stream_a ? l2_evict_first_policy() : 0, last = stream_a ? l2_evict_last_policy() : 0;
     // The first tile's first `pre` stages are in flight already (thread 0 above).
     int stage = pre % kStages;
     uint32_t phase = pre == kStages ? 1 : 0;
@@ -669,7 +673,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         tile_coords<BM == 192>(p, t, mb, nb);
         for (int kb = kb_begin + skip; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
-          load_stage(stage, mb, nb, kb);
+          load_stage(stage, mb, nb, kb, first, last);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;

@@ -34,8 +34,8 @@ Status launch_gemm(const KernelLaunch& l);
 extern template Status launch_gemm<false>(const KernelLaunch&);
 extern template Status launch_gemm<true>(const KernelLaunch&);
 
-// How many clusters of each split size run at once on the device: every kernel fills an SM's
-// shared memory, so one kernel's answer serves all.
+// How many clusters of each split size run at once on the device: every kernel takes more than
+// half of an SM's shared memory (one CTA per SM), so one kernel's answer serves all.
 using ClusterCounts = int[kMaxSplit + 1];
 const ClusterCounts& cluster_counts(int device, int num_sms);
 

@@ -73,6 +73,20 @@ def test_tuned_decode_shapes_row_major_scales(kernel, device, fp8_dtype, rng, M,
     check_nt(kernel, M, *nk, fp8_dtype, device, rng, a_scale_m_contiguous=False)
 
 
+# The narrow small-M tiles' element-store epilogue (column-major out), after a split of 2 whose
+# partials are pushed into the peer CTA: 64x64 (1536x7168, M = 32) and 64x32 (576x7168, M = 65).
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("mnk", [(32, 1536, 7168), (65, 576, 7168)], ids=str)
+def test_tuned_shapes_column_major_out(kernel, device, fp8_dtype, rng, mnk):
+    if device.type != "cuda":
+        pytest.skip("the measured small-M table is the Hopper path's")
+    layout = Layout(b_row=False, out_row=False)
+    a, b, a_scale, b_scale, out = make_gemm_inputs(*mnk, fp8_dtype, device, rng, layout)
+    kernel.gemm(a, b, a_scale, b_scale, out)
+    verdict = verify(out, a, b, a_scale, b_scale)
+    assert verdict.ok, f"gemm {mnk} {layout.name}: {verdict}"
+
+
 # gemm with K-contiguous b (a (K, N) view of row-major weights), and with out column-major.
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize(
