@@ -19,10 +19,10 @@
 // Tiles of two consumer warpgroups and one chunk also keep a second scratch accumulator, so
 // that a block's MMAs run while the one before is promoted (run 27).
 // Bf16 results leave through smem boxes (128-byte-swizzled 64x64, or unswizzled 64 rows x a
-// chunk's width) and TMA stores. M-contiguous A
-// scales come with each stage by TMA (kSaSmem); other layouts' A scales and all B scales are
-// read from global memory a few blocks ahead. The K loop is kept short (DESIGN.md run 24):
-// uniform-register descriptors, no runtime layout branches.
+// chunk's width) and TMA stores. M-contiguous A scales come with each stage by TMA (kSaSmem);
+// other layouts' A scales and all B scales are read from global memory a few blocks ahead. The
+// K loop is kept short (DESIGN.md run 24): uniform-register descriptors, no runtime layout
+// branches.
 //
 // Work distribution: tiles in a grouped raster, walked persistently by the grid. With
 // split > 1 the CTAs of a cluster (cluster dims split x 1 x 1) share one tile and take
