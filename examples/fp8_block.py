@@ -4,9 +4,18 @@ kernel's `FP8Linear` and timed against the same block in bfloat16 `nn.Linear`.
 The block is DeepSeek-V3's routed-expert MLP: x (hidden 7168) -> gate and up projections
 (7168 -> 2 x 2048) -> SiLU(gate) * up -> down projection (2048 -> 7168). The FP8 block holds
 each weight as float8_e4m3fn with one float32 scale per 128x128 block (`weight_scale_inv`),
-the layout of FP8 checkpoints; `kernelize` swaps the kernel's forward into its linear layers.
-The bf16 block holds the same weights dequantized. Both are timed eagerly and under
-`torch.compile(fullgraph=True)` for 1 to 8192 tokens.
+the layout of FP8 checkpoints; `kernelize` swaps the kernel's `FP8Linear` forward into its linear
+layers. The bf16 block holds the same weights dequantized in `nn.Linear`. Both blocks' gated
+activation is a `SiluAndMul` layer kernelized with the same kernel's, so the two differ only in
+their linear layers.
+
+Protocol: one process, identical weights and inputs, the two blocks timed interleaved call by call
+(their order alternating), median of --reps, for 1 to 8192 tokens, in three modes:
+- eager: each call timed with CUDA events and a synchronize after it (host time included);
+- graph: one forward captured in a CUDA graph, its replays timed;
+- compiled: torch.compile(fullgraph=True), each block and token count with its own code object.
+Host time per layer: microseconds of Python and C++ per `FP8Linear` / `nn.Linear` call (the
+gate_up layer at 1 token) while the GPU is kept busy, so no call waits for it.
 
     python examples/fp8_block.py --out results.json              # CUDA, DeepSeek sizes
     python examples/fp8_block.py --device cpu --tiny --no-compile --out smoke.json
@@ -65,15 +74,22 @@ class FineGrainedFP8Linear(nn.Module):
         return F.linear(x, self.dequantized_weight().to(x.dtype), self.bias)
 
 
+@use_kernel_forward_from_hub("SiluAndMul")
+class SiluAndMul(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = x.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+
 class MLP(nn.Module):
     def __init__(self, gate_up: nn.Module, down: nn.Module) -> None:
         super().__init__()
         self.gate_up = gate_up
+        self.act = SiluAndMul()
         self.down = down
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.silu(gate) * up)
+        return self.down(self.act(self.gate_up(x)))
 
 
 def build_blocks(hidden: int, inner: int, device: torch.device, gemm: ModuleType) -> tuple[MLP, MLP]:
@@ -90,52 +106,127 @@ def build_blocks(hidden: int, inner: int, device: torch.device, gemm: ModuleType
     return fp8, MLP(gate_up, down)
 
 
-def time_ms(fn: Callable[[], torch.Tensor], device: torch.device, reps: int) -> float:
-    """Median milliseconds of fn() over reps timed calls, after warm-up."""
-    for _ in range(3):
+Forward = Callable[[], torch.Tensor]
+
+
+def time_once_ms(fn: Forward, device: torch.device) -> float:
+    if device.type != "cuda":
+        begin = time.perf_counter()
         fn()
-    times = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
+        return (time.perf_counter() - begin) * 1e3
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def time_pair_ms(first: Forward, second: Forward, device: torch.device, reps: int) -> tuple[float, float]:
+    """Median milliseconds of each over reps calls, interleaved call by call with the order
+    alternating (a call timed right after another reads slightly slower), after warm-up."""
+    for _ in range(3):
+        first()
+        second()
+    times: tuple[list[float], list[float]] = ([], [])
+    for rep in range(reps):
+        order = (0, 1) if rep % 2 == 0 else (1, 0)
+        for which in order:
+            times[which].append(time_once_ms((first, second)[which], device))
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def own_code(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """torch.compile of a fresh function calling module, for one input shape: each call of this
+    gets its own code object. The layers' forwards are shared by both blocks and every token
+    count, so dynamo's recompile limit (8 per code object) is raised to cover them."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    namespace: dict = {}
+    exec("def forward(x):\n    return module(x)\n", {"module": module}, namespace)  # noqa: S102
+    return torch.compile(namespace["forward"], fullgraph=True, dynamic=False)
+
+
+def graph_replay(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Forward:
+    """One forward of fn on x captured in a CUDA graph (after warm-up on a side stream); returns
+    its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(x)
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return out
+
+    return replay
+
+
+def host_us(first: Forward, second: Forward, rounds: int = 21, calls: int = 100) -> tuple[float, float]:
+    """Median host microseconds per call of each while the GPU is kept busy (a sleep kernel queued
+    ahead), so no call waits for the device; rounds interleaved, order alternating."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for rnd in range(rounds):
+        for which in (0, 1) if rnd % 2 == 0 else (1, 0):
+            fn = (first, second)[which]
+            torch.cuda.synchronize()
+            torch.cuda._sleep(50_000_000)  # ~30 ms of GPU time: longer than the calls' host time
             begin = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - begin) * 1e3)
-    return statistics.median(times)
+            for _ in range(calls):
+                fn()
+            times[which].append((time.perf_counter() - begin) / calls * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def kernelized_blocks(args: argparse.Namespace, device: torch.device, gemm: ModuleType) -> tuple[MLP, MLP]:
+    sizes = TINY if args.tiny else FULL
+    fp8_block, bf16_block = build_blocks(sizes["hidden"], sizes["inner"], device, gemm)
+    mode = Mode.INFERENCE | Mode.TORCH_COMPILE if args.compile else Mode.INFERENCE
+    mapping = {
+        name: {device.type: LocalLayerRepository(repo_path=args.kernel_dir, layer_name=name)}
+        for name in ("FP8Linear", "SiluAndMul")
+    }
+    with use_kernel_mapping(mapping, inherit_mapping=False):
+        for block in (fp8_block, bf16_block):
+            kernelize(block, mode=mode, device=device.type, use_fallback=False)
+    if fp8_block.down.forward.__func__ is not gemm.layers.FP8Linear.forward:
+        raise RuntimeError(f"kernelize kept the original forward of the FP8 layers ({args.kernel_dir})")
+    return fp8_block, bf16_block
 
 
 def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
     sizes = TINY if args.tiny else FULL
     gemm = get_local_kernel(args.kernel_dir)
-    fp8_block, bf16_block = build_blocks(sizes["hidden"], sizes["inner"], device, gemm)
-    mode = Mode.INFERENCE | Mode.TORCH_COMPILE if args.compile else Mode.INFERENCE
-    mapping = {"FP8Linear": {device.type: LocalLayerRepository(repo_path=args.kernel_dir, layer_name="FP8Linear")}}
-    with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(fp8_block, mode=mode, device=device.type, use_fallback=False)
-    if fp8_block.down.forward.__func__ is not gemm.layers.FP8Linear.forward:
-        raise RuntimeError(f"kernelize kept the original forward of the FP8 layers ({args.kernel_dir})")
-    blocks = {"eager": (bf16_block, fp8_block)}
-    if args.compile:
-        blocks["compiled"] = (torch.compile(bf16_block, fullgraph=True), torch.compile(fp8_block, fullgraph=True))
+    fp8_block, bf16_block = kernelized_blocks(args, device, gemm)
 
     rows = []
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
+        host = None
+        if device.type == "cuda":
+            x1 = torch.randn(1, sizes["hidden"], generator=generator).to(device, torch.bfloat16)
+            fp8_host, bf16_host = host_us(lambda: fp8_block.gate_up(x1), lambda: bf16_block.gate_up(x1))
+            host = {"fp8_linear": round(fp8_host, 2), "nn_linear": round(bf16_host, 2)}
+            print(f"host time per gate_up layer call: FP8Linear {fp8_host:.1f} us, nn.Linear {bf16_host:.1f} us")
         for tokens in sizes["tokens"]:
             x = torch.randn(tokens, sizes["hidden"], generator=generator).to(device, torch.bfloat16)
             row: dict = {"tokens": tokens}
-            for name, (bf16, fp8) in blocks.items():
-                bf16_out, fp8_out = bf16(x), fp8(x)
+            modes: dict[str, tuple[Forward, Forward]] = {"eager": (lambda x=x: bf16_block(x), lambda x=x: fp8_block(x))}
+            if device.type == "cuda":
+                modes["graph"] = (graph_replay(bf16_block, x), graph_replay(fp8_block, x))
+            if args.compile:
+                bf16_compiled, fp8_compiled = own_code(bf16_block), own_code(fp8_block)
+                modes["compiled"] = (lambda f=bf16_compiled, x=x: f(x), lambda f=fp8_compiled, x=x: f(x))
+            for name, (bf16, fp8) in modes.items():
+                bf16_out, fp8_out = bf16(), fp8()
                 relative_error = ((fp8_out.float() - bf16_out.float()).norm() / bf16_out.float().norm()).item()
-                bf16_ms = time_ms(lambda bf16=bf16, x=x: bf16(x), device, args.reps)
-                fp8_ms = time_ms(lambda fp8=fp8, x=x: fp8(x), device, args.reps)
+                bf16_ms, fp8_ms = time_pair_ms(bf16, fp8, device, args.reps)
                 row[name] = {
                     "bf16_linear_ms": round(bf16_ms, 4),
                     "fp8_kernelized_ms": round(fp8_ms, 4),
@@ -159,6 +250,7 @@ def run(args: argparse.Namespace) -> dict:
         "hidden": sizes["hidden"],
         "inner": sizes["inner"],
         "reps": args.reps,
+        "host_us": host,
         "results": rows,
     }
 

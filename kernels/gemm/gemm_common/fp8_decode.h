@@ -68,4 +68,11 @@ FP8GEMM_HD uint16_t float_to_bf16_bits(float f) {
   return uint16_t((bits + rounding) >> 16);
 }
 
+FP8GEMM_HD float bf16_to_float(uint16_t h) { return bits_to_float(uint32_t(h) << 16); }
+
+// Output column n's fp32 value with the call's optional bias added, before rounding to bf16.
+FP8GEMM_HD float add_bias(const GemmArgs& args, int64_t n, float value) {
+  return args.bias != nullptr ? value + bf16_to_float(args.bias[n * args.bias_stride]) : value;
+}
+
 }  // namespace fp8gemm

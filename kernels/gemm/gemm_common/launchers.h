@@ -4,6 +4,7 @@
 // the CUDA and HIP runtimes declare them.
 #include <cstddef>
 
+#include "gemm_common/fp8_quantize.h"
 #include "gemm_common/gemm_args.h"
 
 typedef struct CUstream_st* cudaStream_t;
@@ -24,10 +25,22 @@ size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm);
 // Forces the general path for later calls (initially: environment GEMM_FORCE_GENERAL=1).
 void gemm_cuda_force_general(bool force);
 bool gemm_cuda_general_forced();
+// Whether gemm_cuda takes args with A given as bf16 (args.a_bf16 set, a and a_scale unused) on a
+// device_sm device: where the Hopper decode kernel quantizes A itself. Else quantize A first.
+bool gemm_cuda_quantizes_a(const GemmArgs& args, int device_sm);
 
 // gemm_rocm/ (the ROCm helper implements these): same contract as gemm_cuda.
 Status gemm_rocm(const GemmArgs& args, void* workspace, size_t workspace_bytes,
                  hipStream_t stream);
 size_t gemm_rocm_workspace_bytes(const GemmArgs& args);
+
+// Activation quantization (the rounding: gemm_common/fp8_quantize.h), one pass, any M and K.
+// gemm_cpu/quantize_cpu.cpp, gemm_cuda/quantize.cu (sm_80+), gemm_rocm/quantize_rocm.hip.
+Status quantize_cpu(const QuantizeArgs& args);
+Status quantize_cuda(const QuantizeArgs& args, cudaStream_t stream);
+Status quantize_rocm(const QuantizeArgs& args, hipStream_t stream);
+// SiLU-and-mul in the input's dtype (the CPU's is in the binding, through ATen).
+Status silu_mul_cuda(const SiluMulArgs& args, cudaStream_t stream);
+Status silu_mul_rocm(const SiluMulArgs& args, hipStream_t stream);
 
 }  // namespace fp8gemm

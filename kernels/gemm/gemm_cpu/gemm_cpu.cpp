@@ -127,7 +127,7 @@ class TileWorker {
     for (int64_t r = 0; r < rows; ++r) {
       uint16_t* dst = args_.out + (m0 + r) * args_.out_stride_m + n0 * args_.out_stride_n;
       for (int64_t j = 0; j < cols; ++j)
-        dst[j * args_.out_stride_n] = float_to_bf16_bits(acc[r * kTileN + j]);
+        dst[j * args_.out_stride_n] = float_to_bf16_bits(add_bias(args_, n0 + j, acc[r * kTileN + j]));
     }
   }
 
@@ -146,6 +146,7 @@ int64_t worker_count(const GemmArgs& args, int64_t tiles) {
 Status gemm_cpu(const GemmArgs& args) {
   if (args.M < 0 || args.N < 0 || args.K < 0) return "gemm_cpu: negative size";
   if (args.M == 0 || args.N == 0) return kOk;
+  if (args.a_bf16 != nullptr) return "gemm_cpu: A must be quantized first (a_bf16 is set)";
   const int64_t tiles_n = ceil_div(args.N, kTileN);
   const int64_t tiles = ceil_div(args.M, kTileM) * tiles_n;
   const TileWorker worker(args, decode_table(args.format));

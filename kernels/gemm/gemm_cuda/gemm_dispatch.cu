@@ -37,7 +37,9 @@ Status current_device_sm(int* sm) {
 }
 
 // The sm90 hooks are weak: null unless the Hopper sources were linked into this library.
-bool hopper_path_linked() { return &sm90::try_gemm != nullptr && &sm90::workspace_bytes != nullptr; }
+bool hopper_path_linked() {
+  return &sm90::try_gemm != nullptr && &sm90::workspace_bytes != nullptr && &sm90::quantizes_a != nullptr;
+}
 
 bool hopper_path_applies(const GemmArgs& args, int device_sm) {
   return device_sm == kHopperSm && hopper_path_linked() && !gemm_cuda_general_forced() &&
@@ -49,6 +51,10 @@ bool hopper_path_applies(const GemmArgs& args, int device_sm) {
 void gemm_cuda_force_general(bool force) { force_general_flag() = force; }
 
 bool gemm_cuda_general_forced() { return force_general_flag(); }
+
+bool gemm_cuda_quantizes_a(const GemmArgs& args, int device_sm) {
+  return hopper_path_applies(args, device_sm) && sm90::quantizes_a(args);
+}
 
 size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm) {
   return hopper_path_applies(args, device_sm) ? sm90::workspace_bytes(args) : 0;
@@ -64,6 +70,7 @@ Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes,
     const Status status = sm90::try_gemm(args, workspace, workspace_bytes, stream, &launched);
     if (status != kOk || launched) return status;
   }
+  if (args.a_bf16 != nullptr) return "gemm_cuda: A given as bf16 where no kernel quantizes it (ask gemm_cuda_quantizes_a)";
   return general::launch(args, stream);
 }
 

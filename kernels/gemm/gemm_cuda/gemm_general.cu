@@ -216,7 +216,8 @@ __global__ void __launch_bounds__(kThreads) gemm_general_kernel(const GemmArgs a
         const int64_t m = m0 + warp_m + i * kMmaM + group + 8 * (c / 2);
         const int64_t n = n0 + warp_n + j * kMmaN + pair_k + c % 2;
         if (m < args.M && n < args.N)
-          args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(total[i][j][c]);
+          args.out[m * args.out_stride_m + n * args.out_stride_n] =
+              float_to_bf16_bits(add_bias(args, n, total[i][j][c]));
       }
 }
 

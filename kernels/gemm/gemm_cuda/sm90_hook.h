@@ -28,6 +28,9 @@ namespace fp8gemm::sm90 {
 // Device bytes of scratch try_gemm needs for args (0 when it needs none or would decline).
 __attribute__((weak, visibility("hidden"))) size_t workspace_bytes(const GemmArgs& args);
 
+// Whether try_gemm takes args with A as bf16 (args.a_bf16): the decode kernel quantizes it.
+__attribute__((weak, visibility("hidden"))) bool quantizes_a(const GemmArgs& args);
+
 // Queues the Hopper kernel for args on stream and sets *launched = true, or sets
 // *launched = false and returns kOk to decline (the dispatch then runs the general path).
 // Any other return value is an error message (static string); nothing aborts.

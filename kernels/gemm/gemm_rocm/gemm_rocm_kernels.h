@@ -288,7 +288,7 @@ __global__ __launch_bounds__(kThreads) void mfma_gemm_kernel(GemmArgs args, floa
         const int64_t n = n0 + wave_n * kWaveN + tn * kMfmaN + lane % kMfmaN;
         if (m >= args.M || n >= args.N) continue;
         if (split_k == 1) {
-          args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(acc[tm][tn][v]);
+          args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(add_bias(args, n, acc[tm][tn][v]));
         } else {
           partials[(split * args.M + m) * args.N + n] = acc[tm][tn][v];
         }
@@ -318,7 +318,7 @@ __global__ __launch_bounds__(kGeneralThreads) void general_gemm_kernel(GemmArgs 
         args.b_scale[kb * args.b_scale_stride_kb + (n / kScaleBlock) * args.b_scale_stride_nb];
     acc = __builtin_fmaf(partial, scale, acc);
   }
-  args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(acc);
+  args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(add_bias(args, n, acc));
 }
 
 // out[m, n] = bf16(((partials[0] + partials[1]) + ...) + partials[split_k - 1]): fixed order.
@@ -332,7 +332,7 @@ __global__ __launch_bounds__(kReduceThreads) void splitk_reduce_kernel(GemmArgs 
     for (int s = 1; s < split_k; ++s) sum += partials[s * count + i];
     const int64_t m = i / args.N;
     const int64_t n = i % args.N;
-    args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(sum);
+    args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(add_bias(args, n, sum));
   }
 }
 

@@ -193,7 +193,8 @@ size_t workspace_bytes(const GemmArgs& g) {
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   const int num_sms = info != nullptr ? info->num_sms : 0;
-  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g, num_sms)) return 0;  // declined, or no copies
+  if (g.format != Fp8Format::E4M3FN || g.K == 0 || g.a_bf16 != nullptr || decode_takes(g, num_sms))
+    return 0;  // declined, or no copies
   return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
 
@@ -267,6 +268,8 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.out = g.out;
   p.out_sm = g.out_stride_m;
   p.out_sn = g.out_stride_n;
+  p.bias = g.bias;
+  p.bias_stride = g.bias_stride;
   const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);
   const bool out_rows = g.out_stride_n == 1 || g.N == 1;
   const bool out_rows_16 = g.M == 1 || (g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N);
@@ -305,6 +308,12 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   return config.split > 1 ? launch_gemm<true>(l) : launch_gemm<false>(l);
 }
 
+bool quantizes_a(const GemmArgs& g) {
+  int device = 0;
+  const DeviceInfo* info = current_device(&device);
+  return g.a_bf16 != nullptr && info != nullptr && info->is_sm90 && decode_takes(g, info->num_sms);
+}
+
 Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {
   *handled = false;
   if (g.format != Fp8Format::E4M3FN || g.K == 0) return kOk;  // the general path takes these
@@ -318,6 +327,7 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
     *handled = true;
     return run_decode(g, choose_decode_config(g.M, g.N, g.K, info->num_sms), stream);
   }
+  if (g.a_bf16 != nullptr) return kOk;  // only the decode kernel quantizes A
   const TileConfig config = choose_config(g.M, g.N, g.K);
   const size_t needed = make_plan(g, config).workspace;
   if (needed > workspace_size || (needed > 0 && workspace == nullptr)) return kOk;

@@ -114,6 +114,11 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// The bias of output column col (0 past the last column, whose results are never stored).
+__device__ __forceinline__ float bias_at(const KernelParams& p, int col) {
+  return col < p.N ? __uint_as_float(uint32_t(p.bias[int64_t(col) * p.bias_stride]) << 16) : 0.0f;
+}
+
 __device__ __forceinline__ uint16_t to_bf16(float x) {
   __nv_bfloat16 v = __float2bfloat16_rn(x);
   return *reinterpret_cast<uint16_t*>(&v);
@@ -437,7 +442,19 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         acc[4 * i + 3] += v.w;
       }
     }
-    if (kSplit && !push_split) {
+    const bool reduce_split = kSplit && !push_split;
+    if (p.bias != nullptr && !reduce_split) {
+#pragma unroll
+      for (int j = 0; j < kWN / 8; ++j) {
+        const int gc = n0 + wg_n * kWN + 8 * j + frag_col;
+        const float b0 = bias_at(p, gc), b1 = bias_at(p, gc + 1);
+        acc[4 * j] += b0;
+        acc[4 * j + 1] += b1;
+        acc[4 * j + 2] += b0;
+        acc[4 * j + 3] += b1;
+      }
+    }
+    if (reduce_split) {
       // ---- split-K: partial tiles meet in distributed shared memory ----
       named_barrier(1, T::kConsumerThreads);  // all consumers are done with the stage buffers
       float* red = reinterpret_cast<float*>(smem);
@@ -466,7 +483,13 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
         const int r = f / (BN / 4), c = (f % (BN / 4)) * 4;
         const int gr = m0 + r, gc = n0 + c;
         if (gr >= p.M) continue;
-        const float4 s = sum[i];
+        float4 s = sum[i];
+        if (p.bias != nullptr) {
+          s.x += bias_at(p, gc);
+          s.y += bias_at(p, gc + 1);
+          s.z += bias_at(p, gc + 2);
+          s.w += bias_at(p, gc + 3);
+        }
         uint16_t* o = p.out + int64_t(gr) * p.out_sm;
         if (p.out_vec4 && gc + 3 < p.N) {
           *reinterpret_cast<uint2*>(o + gc) = make_uint2(pack_bf16(s.x, s.y), pack_bf16(s.z, s.w));

@@ -29,6 +29,8 @@ struct KernelParams {
   int n_blocks;               // ceil(N / 128)
   uint16_t* out;
   int64_t out_sm, out_sn;
+  const uint16_t* bias;       // optional bf16 bias[n * bias_stride], added before rounding
+  int64_t bias_stride;
   int tma_store;              // out is row-major with 16-byte rows: stage in smem, TMA store
   int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
 };

@@ -246,3 +246,26 @@ def attainable_floor_us(M: int, N: int, K: int) -> float:
         )
         * 1e6
     )
+
+
+def quantize_reference(x: torch.Tensor, dtype: torch.dtype, silu_and_mul: bool = False):
+    """The activation quantization as the kernels define it, in torch operations on x's device.
+
+    Per row and 128 columns: ``scale = amax / fp8_max`` (a tensor division, which is an IEEE
+    division on every device; torch computes ``tensor / python_float`` as a multiply by the
+    reciprocal on CUDA), ``q = fp8(clamp(x / d))`` with ``d = scale if scale > 0 else 1``.
+    With silu_and_mul, x is (M, 2K) and ``silu(gate) * up`` is quantized, computed in fp32.
+    Returns ``(q (M, K), scale (M, ceil(K/128)))``.
+    """
+    x = x.float()
+    if silu_and_mul:
+        gate, up = x.chunk(2, dim=-1)
+        x = gate / (1 + torch.exp(-gate)) * up
+    rows, cols = x.shape
+    padded = torch.nn.functional.pad(x, (0, -cols % SCALE_BLOCK)).view(rows, -1, SCALE_BLOCK)
+    fp8_max = torch.finfo(dtype).max
+    amax = padded.abs().amax(dim=-1)
+    scale = amax / torch.full_like(amax, fp8_max)
+    divisor = torch.where(scale > 0, scale, torch.ones_like(scale)).unsqueeze(-1)
+    q = (padded / divisor).clamp(-fp8_max, fp8_max).to(dtype)
+    return q.view(rows, -1)[:, :cols], scale

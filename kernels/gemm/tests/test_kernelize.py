@@ -137,10 +137,10 @@ def ops_called(fn, *args: torch.Tensor) -> set[str]:
 
 
 def assert_kernel_ran(kernel, layers: list[nn.Module], fn, x: torch.Tensor) -> None:
-    """Each layer's forward is the kernel's FP8Linear.forward, and fn dispatches the kernel's gemm_nt."""
+    """Each layer's forward is the kernel's FP8Linear.forward, and fn dispatches the kernel's fp8_linear."""
     for layer in layers:
         assert layer.forward.__func__ is kernel.layers.FP8Linear.forward
-    assert f"{kernel._ops.ops.name}::gemm_nt" in ops_called(fn, x)
+    assert f"{kernel._ops.ops.name}::fp8_linear" in ops_called(fn, x)
 
 
 def layer_inputs_and_outputs(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:

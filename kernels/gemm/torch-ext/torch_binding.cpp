@@ -1,12 +1,14 @@
-// Torch binding of the FP8 block-scaled GEMM: checks every input, describes the call as a
-// fp8gemm::GemmArgs (strides passed through, nothing copied) and runs the backend's launcher
-// on the current stream.
+// Torch binding of the FP8 block-scaled GEMM, the activation quantization and the linear layer
+// built from them: checks every input, describes the call as a fp8gemm::GemmArgs or
+// QuantizeArgs (strides passed through, nothing copied) and runs the backend's launcher on the
+// current stream.
 #include <torch/all.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "gemm_common/fp8_quantize.h"
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
 #include "registration.h"
@@ -169,40 +171,284 @@ torch::Tensor workspace_tensor(size_t bytes, const torch::Device& device) {
 void* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 size_t size_or_zero(const torch::Tensor& t) { return t.defined() ? size_t(t.numel()) : 0; }
 
-void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-         const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
-  const char* op = l.op;
-  check_inputs(l, out, a, b, a_scale, b_scale);
-  const GemmArgs args = describe(l, out, a, b, a_scale, b_scale);
+#if defined(CUDA_KERNEL)
+int device_sm(const torch::Device& device) {
+  int major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
+  return 10 * major + minor;
+}
+#elif defined(ROCM_KERNEL)
+hipStream_t current_hip_stream(const torch::Device& device) {
+  const c10::impl::VirtualGuardImpl device_impl(device.type());
+  return static_cast<hipStream_t>(device_impl.getStream(device).native_handle());
+}
+#endif
+
+// A device guard for the tensors' device (a no-op for the CPU), after checking that this build
+// runs on it.
+struct OnDevice {
+  explicit OnDevice(const char* op, const torch::Device& device) : guard(check(op, device)) {}
+
+  static torch::Device check(const char* op, const torch::Device& device) {
+#if defined(CUDA_KERNEL)
+    TORCH_CHECK(device.is_cpu() || device.is_cuda(), op, ": tensors must be on a CUDA device or the CPU, got ",
+                device);
+#elif defined(ROCM_KERNEL)
+    // ROCm builds of torch present HIP devices as "cuda".
+    TORCH_CHECK(device.is_cpu() || device.is_cuda(), op,
+                ": tensors must be on a ROCm (cuda) device or the CPU, got ", device);
+#else
+    TORCH_CHECK(device.is_cpu(), op, ": this build runs on the CPU only; tensors are on ", device);
+#endif
+    return device;
+  }
+
+  c10::OptionalDeviceGuard guard;
+};
+
+// Runs a described GEMM (inputs checked) on `device`, under its guard.
+void run_gemm(const char* op, const GemmArgs& args, const torch::Device& device) {
   if (args.M == 0 || args.N == 0) return;
-  if (a.device().is_cpu()) {
+  if (device.is_cpu()) {
     check_status(op, fp8gemm::gemm_cpu(args));
     return;
   }
 #if defined(CUDA_KERNEL)
-  TORCH_CHECK(a.device().is_cuda(), op, ": tensors must be on a CUDA device or the CPU, got ", a.device());
-  const c10::cuda::CUDAGuard guard(a.device());
-  int major = 0, minor = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, a.get_device()));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, a.get_device()));
-  const int device_sm = 10 * major + minor;
-  const torch::Tensor workspace =
-      workspace_tensor(fp8gemm::gemm_cuda_workspace_bytes(args, device_sm), a.device());
+  const torch::Tensor workspace = workspace_tensor(fp8gemm::gemm_cuda_workspace_bytes(args, device_sm(device)), device);
   check_status(op, fp8gemm::gemm_cuda(args, data_or_null(workspace), size_or_zero(workspace),
                                       c10::cuda::getCurrentCUDAStream()));
 #elif defined(ROCM_KERNEL)
-  // ROCm builds of torch present HIP devices as "cuda".
-  TORCH_CHECK(a.device().is_cuda(), op, ": tensors must be on a ROCm (cuda) device or the CPU, got ",
-              a.device());
-  const c10::DeviceGuard guard(a.device());
-  const c10::impl::VirtualGuardImpl device_impl(a.device().type());
-  const torch::Tensor workspace =
-      workspace_tensor(fp8gemm::gemm_rocm_workspace_bytes(args), a.device());
-  auto* stream = static_cast<hipStream_t>(device_impl.getStream(a.device()).native_handle());
-  check_status(op, fp8gemm::gemm_rocm(args, data_or_null(workspace), size_or_zero(workspace), stream));
-#else
-  TORCH_CHECK(false, op, ": this build runs on the CPU only; tensors are on ", a.device());
+  const torch::Tensor workspace = workspace_tensor(fp8gemm::gemm_rocm_workspace_bytes(args), device);
+  check_status(op, fp8gemm::gemm_rocm(args, data_or_null(workspace), size_or_zero(workspace),
+                                      current_hip_stream(device)));
 #endif
+}
+
+void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+         const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+  check_inputs(l, out, a, b, a_scale, b_scale);
+  const OnDevice on(l.op, a.device());
+  run_gemm(l.op, describe(l, out, a, b, a_scale, b_scale), a.device());
+}
+
+// ---- activation quantization, SiLU-and-mul and the linear layer ----
+
+fp8gemm::InputType input_type(const char* op, const torch::Tensor& x) {
+  switch (x.scalar_type()) {
+    case at::kBFloat16: return fp8gemm::InputType::BF16;
+    case at::kHalf: return fp8gemm::InputType::F16;
+    case at::kFloat: return fp8gemm::InputType::F32;
+    default: TORCH_CHECK(false, op, ": x must be bfloat16, float16 or float32, got ", x.scalar_type());
+  }
+}
+
+fp8gemm::Fp8Format fp8_format(const char* op, at::ScalarType dtype) {
+  TORCH_CHECK(is_fp8(dtype), op, ": dtype must be float8_e4m3fn or float8_e4m3fnuz, got ", dtype);
+  return dtype == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
+}
+
+// The quantized activations of M rows and K columns: q (M, K) row-major and the scales (M, ceil(K/128))
+// M-major (strides (1, M)), the layout gemm_nt's fast paths read.
+std::tuple<torch::Tensor, torch::Tensor> empty_quantized(int64_t M, int64_t K, at::ScalarType dtype,
+                                                         const torch::Device& device) {
+  const auto options = torch::TensorOptions().device(device);
+  return {torch::empty({M, K}, options.dtype(dtype)),
+          torch::empty({fp8gemm::ceil_div(K, fp8gemm::kScaleBlock), M}, options.dtype(at::kFloat)).t()};
+}
+
+// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into q and scale.
+void run_quantize(const char* op, const torch::Tensor& x, bool silu_and_mul, torch::Tensor& q,
+                  torch::Tensor& scale) {
+  fp8gemm::QuantizeArgs args;
+  args.M = q.size(0);
+  args.K = q.size(1);
+  args.input = input_type(op, x);
+  args.x = x.data_ptr();
+  args.x_stride_m = x.stride(0);
+  args.x_stride_k = x.stride(1);
+  args.silu_and_mul = silu_and_mul;
+  args.format = fp8_format(op, q.scalar_type());
+  args.q = static_cast<uint8_t*>(q.data_ptr());
+  args.q_stride_m = q.stride(0);
+  args.scale = scale.data_ptr<float>();
+  args.scale_stride_m = scale.stride(0);
+  args.scale_stride_kb = scale.stride(1);
+  if (args.M == 0 || args.K == 0) return;
+  if (x.device().is_cpu()) {
+    check_status(op, fp8gemm::quantize_cpu(args));
+    return;
+  }
+#if defined(CUDA_KERNEL)
+  check_status(op, fp8gemm::quantize_cuda(args, c10::cuda::getCurrentCUDAStream()));
+#elif defined(ROCM_KERNEL)
+  check_status(op, fp8gemm::quantize_rocm(args, current_hip_stream(x.device())));
+#endif
+}
+
+// Columns of what x (M, C) quantizes to: C, or C / 2 with silu_and_mul.
+int64_t quantized_columns(const char* op, const torch::Tensor& x, bool silu_and_mul) {
+  TORCH_CHECK(x.dim() == 2, op, ": x must be 2-D (M, ", silu_and_mul ? "2K" : "K", "), got ", x.dim(), "-D");
+  if (!silu_and_mul) return x.size(1);
+  TORCH_CHECK(x.size(1) % 2 == 0, op, ": x must have an even number of columns (gate | up), got ", x.size(1));
+  return x.size(1) / 2;
+}
+
+const char* quantize_op_name(bool silu_and_mul) { return silu_and_mul ? "silu_and_mul_quantize" : "quantize"; }
+
+std::tuple<torch::Tensor, torch::Tensor> quantize_meta(const torch::Tensor& x, at::ScalarType dtype,
+                                                       bool silu_and_mul) {
+  const char* op = quantize_op_name(silu_and_mul);
+  return empty_quantized(x.size(0), quantized_columns(op, x, silu_and_mul), dtype, x.device());
+}
+
+struct LinearShape {
+  int64_t K, N;
+};
+
+LinearShape check_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& scale,
+                         const std::optional<torch::Tensor>& bias) {
+  const char* op = "fp8_linear";
+  TORCH_CHECK(x.defined() && weight.defined() && scale.defined(), op, ": x, weight and weight_scale_inv are required");
+  input_type(op, x);
+  TORCH_CHECK(x.dim() >= 1, op, ": x must be (..., in_features), got a 0-D tensor");
+  TORCH_CHECK(weight.dim() == 2, op, ": weight must be 2-D (out_features, in_features), got ", weight.dim(), "-D");
+  TORCH_CHECK(is_fp8(weight.scalar_type()), op, ": weight must be float8_e4m3fn or float8_e4m3fnuz, got ",
+              weight.scalar_type());
+  const int64_t N = weight.size(0), K = weight.size(1);
+  TORCH_CHECK(x.size(-1) == K, op, ": x must be (..., ", K, ") to match weight (", N, ", ", K, "), got ", x.sizes());
+  const int64_t n_blocks = fp8gemm::ceil_div(N, fp8gemm::kScaleBlock), k_blocks = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
+  TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.dim() == 2 && scale.size(0) == n_blocks &&
+                  scale.size(1) == k_blocks,
+              op, ": weight_scale_inv must be float32 (ceil(out/128), ceil(in/128)) = (", n_blocks, ", ", k_blocks,
+              "), got ", scale.scalar_type(), " ", scale.sizes());
+  std::vector<const torch::Tensor*> all{&weight, &scale};
+  if (bias.has_value() && bias->defined()) {
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, op, ": bias must be (", N, "), got ", bias->sizes());
+    TORCH_CHECK(at::isFloatingType(bias->scalar_type()), op, ": bias must be floating point, got ",
+                bias->scalar_type());
+    all.push_back(&*bias);
+  }
+  for (const torch::Tensor* t : all)
+    TORCH_CHECK(t->device() == x.device(), op, ": all tensors must be on one device; x is on ", x.device(),
+                " but a parameter is on ", t->device());
+  return {K, N};
+}
+
+std::vector<int64_t> linear_output_sizes(const torch::Tensor& x, int64_t N) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes.back() = N;
+  return sizes;
+}
+
+}  // namespace
+
+std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
+  const char* op = quantize_op_name(silu_and_mul);
+  TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
+  input_type(op, x);
+  fp8_format(op, dtype);
+  auto [q, scale] = quantize_meta(x, dtype, silu_and_mul);
+  const OnDevice on(op, x.device());
+  run_quantize(op, x, silu_and_mul, q, scale);
+  return {q, scale};
+}
+
+void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
+  const char* op = "silu_and_mul";
+  TORCH_CHECK(x.defined() && out.defined(), op, ": out and x are required");
+  input_type(op, x);
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, op, ": x must be (..., 2d), got ", x.sizes());
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  sizes.back() /= 2;
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(sizes) && out.scalar_type() == x.scalar_type() &&
+                  out.device() == x.device(),
+              op, ": out must be ", at::IntArrayRef(sizes), " ", x.scalar_type(), " on ", x.device(), ", got ",
+              out.sizes(), " ", out.scalar_type(), " on ", out.device());
+  TORCH_CHECK(out.is_contiguous() && !overlaps(out, x), op, ": out must be contiguous and not overlap x");
+  const OnDevice on(op, x.device());
+  const int64_t d = sizes.back();
+  const torch::Tensor rows = x.reshape({-1, 2 * d});
+  if (x.device().is_cpu() || rows.stride(1) != 1) {
+    const torch::Tensor gate = rows.narrow(1, 0, d).to(at::kFloat), up = rows.narrow(1, d, d).to(at::kFloat);
+    out.copy_((gate * torch::sigmoid(gate) * up).view(sizes));
+    return;
+  }
+  fp8gemm::SiluMulArgs args;
+  args.M = rows.size(0);
+  args.K = d;
+  args.dtype = input_type(op, x);
+  args.x = rows.data_ptr();
+  args.x_stride_m = rows.stride(0);
+  args.out = out.data_ptr();
+  args.out_stride_m = d;
+#if defined(CUDA_KERNEL)
+  check_status(op, fp8gemm::silu_mul_cuda(args, c10::cuda::getCurrentCUDAStream()));
+#elif defined(ROCM_KERNEL)
+  check_status(op, fp8gemm::silu_mul_rocm(args, current_hip_stream(x.device())));
+#endif
+}
+
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale_inv,
+                         const std::optional<torch::Tensor>& bias) {
+  const char* op = "fp8_linear";
+  const auto [K, N] = check_linear(x, weight, weight_scale_inv, bias);
+  const OnDevice on(op, x.device());
+  const torch::Tensor rows = x.reshape({-1, K});
+  const int64_t M = rows.size(0);
+  torch::Tensor out = torch::empty({M, N}, x.options().dtype(at::kBFloat16));
+  const bool has_bias = bias.has_value() && bias->defined();
+  const torch::Tensor bias16 = has_bias ? bias->to(at::kBFloat16) : torch::Tensor();
+
+  GemmArgs args;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.format = fp8_format(op, weight.scalar_type());
+  args.b = static_cast<const uint8_t*>(weight.data_ptr());
+  args.b_stride_k = weight.stride(1);
+  args.b_stride_n = weight.stride(0);
+  args.b_scale = weight_scale_inv.data_ptr<float>();
+  args.b_scale_stride_kb = weight_scale_inv.stride(1);
+  args.b_scale_stride_nb = weight_scale_inv.stride(0);
+  args.out = reinterpret_cast<uint16_t*>(out.data_ptr());
+  args.out_stride_m = out.stride(0);
+  args.out_stride_n = out.stride(1);
+  if (has_bias) {
+    args.bias = reinterpret_cast<const uint16_t*>(bias16.data_ptr());
+    args.bias_stride = bias16.stride(0);
+  }
+  bool fused = false;
+#if defined(CUDA_KERNEL)
+  if (x.device().is_cuda() && rows.scalar_type() == at::kBFloat16 && M > 0 && N > 0 && K > 0) {
+    args.a_bf16 = reinterpret_cast<const uint16_t*>(rows.data_ptr());
+    args.a_stride_m = rows.stride(0);
+    args.a_stride_k = rows.stride(1);
+    fused = fp8gemm::gemm_cuda_quantizes_a(args, device_sm(x.device()));
+    if (!fused) args.a_bf16 = nullptr;
+  }
+#endif
+  torch::Tensor q, scale;  // kept alive until the GEMM is queued
+  if (!fused) {
+    std::tie(q, scale) = empty_quantized(M, K, weight.scalar_type(), x.device());
+    run_quantize(op, rows, false, q, scale);
+    args.a = static_cast<const uint8_t*>(q.data_ptr());
+    args.a_stride_m = q.stride(0);
+    args.a_stride_k = q.stride(1);
+    args.a_scale = scale.data_ptr<float>();
+    args.a_scale_stride_kb = scale.stride(1);
+    args.a_scale_stride_m = scale.stride(0);
+  }
+  run_gemm(op, args, x.device());
+  const torch::Tensor result = out.view(linear_output_sizes(x, N));
+  return x.scalar_type() == at::kBFloat16 ? result : result.to(x.scalar_type());
+}
+
+namespace {
+
+torch::Tensor fp8_linear_meta(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias) {
+  return torch::empty(linear_output_sizes(x, check_linear(x, weight, weight_scale_inv, bias).N), x.options());
 }
 
 }  // namespace
@@ -242,6 +488,19 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("gemm", torch::kCUDA, &gemm);
   ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
 #endif
+  ops.def("quantize(Tensor x, ScalarType dtype, bool silu_and_mul) -> (Tensor, Tensor)");
+  ops.def("silu_and_mul(Tensor! out, Tensor x) -> ()");
+  ops.def("fp8_linear(Tensor x, Tensor weight, Tensor weight_scale_inv, Tensor? bias) -> Tensor");
+  ops.impl("quantize", torch::kCPU, &quantize);
+  ops.impl("silu_and_mul", torch::kCPU, &silu_and_mul);
+  ops.impl("fp8_linear", torch::kCPU, &fp8_linear);
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  ops.impl("quantize", torch::kCUDA, &quantize);
+  ops.impl("silu_and_mul", torch::kCUDA, &silu_and_mul);
+  ops.impl("fp8_linear", torch::kCUDA, &fp8_linear);
+#endif
+  ops.impl("quantize", torch::kMeta, &quantize_meta);
+  ops.impl("fp8_linear", torch::kMeta, &fp8_linear_meta);
   ops.def("force_general_path(bool force) -> ()", &force_general_path);
   ops.def("general_path_forced() -> bool", &general_path_forced);
 }

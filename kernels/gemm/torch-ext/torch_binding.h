@@ -18,3 +18,17 @@ void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
 // No effect on other backends.
 void force_general_path(bool force);
 bool general_path_forced();
+
+// (q, scale) = quantize(x, dtype, silu_and_mul): x (M, K) bf16/fp16/fp32 -> q (M, K) FP8 row-major and
+// scale (M, ceil(K/128)) float32 with strides (1, M); with silu_and_mul, x is (M, 2K) and
+// silu(x[:, :K]) * x[:, K:] is quantized. Rounding: gemm_common/fp8_quantize.h.
+std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype, bool silu_and_mul);
+
+// out = silu(x[..., :d]) * x[..., d:] in x's dtype.
+void silu_and_mul(torch::Tensor& out, const torch::Tensor& x);
+
+// The FP8 linear layer: x (..., K) bf16/fp16/fp32, weight (N, K) FP8 with one float32 scale per
+// 128x128 block, optional bias (N): returns (..., N) in x's dtype, accumulated in fp32, the bias
+// added before the one rounding to bf16.
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale_inv,
+                         const std::optional<torch::Tensor>& bias);

@@ -1,7 +1,8 @@
 """FP8 block-scaled GEMM (DeepSeek-V3 style 1x128 activation and 128x128 weight scales).
 
 ``out[m, n] = sum_k a[m, k] * a_scale[k // 128, m] * b[k, n] * b_scale[k // 128, n // 128]``,
-accumulated in fp32, written as bfloat16.
+accumulated in fp32, written as bfloat16; the activation quantization that feeds it, SiLU-and-mul
+fused with that quantization, and :func:`fp8_linear`, the whole layer in one call.
 """
 
 import torch
@@ -13,12 +14,16 @@ from ._scale import ceil_div as ceil_div  # for layers.py
 __all__ = [
     "gemm",
     "gemm_nt",
+    "fp8_linear",
     "quantize_per_token_group",
+    "silu_and_mul_quantize",
+    "silu_and_mul",
     "quantize_per_block",
     "force_general_path",
 ]
 
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
+_OP_INPUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def gemm(
@@ -117,6 +122,36 @@ def _padded(x: torch.Tensor, dim: int, multiple: int) -> torch.Tensor:
     return torch.cat([x, x.new_zeros(shape)], dim=dim)
 
 
+def fp8_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale_inv: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``x @ dequantized(weight).T + bias`` with FP8 weights: the whole linear layer in one call.
+
+    Quantizes ``x`` per token and 128 columns to the weight's FP8 dtype (as
+    :func:`quantize_per_token_group`), multiplies with :func:`gemm_nt`'s kernels, adds the bias
+    to the fp32 result and rounds once. On Hopper GPUs, for the few-token shapes the decode
+    kernel takes, the quantization happens inside the GEMM (one launch); elsewhere the fused
+    quantization kernel runs first (two launches).
+
+    Args:
+        x: ``(..., in_features)`` bfloat16, float16 or float32 activations, any strides.
+        weight: ``(out_features, in_features)`` FP8 (``float8_e4m3fn`` or ``float8_e4m3fnuz``).
+        weight_scale_inv: ``(ceil(out_features/128), ceil(in_features/128))`` float32: the
+            dequantized weight is ``weight * scale`` per 128x128 block.
+        bias: optional ``(out_features,)``, rounded to bfloat16 before it is added.
+
+    Returns:
+        ``(..., out_features)`` in ``x``'s dtype (computed in bfloat16, then cast).
+
+    Raises:
+        RuntimeError: naming the argument and what was expected.
+    """
+    return ops.fp8_linear(x, weight, weight_scale_inv, bias)
+
+
 def quantize_per_token_group(
     x: torch.Tensor, group: int = SCALE_BLOCK, dtype: torch.dtype = torch.float8_e4m3fn
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,24 +159,59 @@ def quantize_per_token_group(
 
     Args:
         x: ``(M, K)`` floating-point activations.
-        group: columns per scale; :func:`gemm_nt` takes ``group=128``.
+        group: columns per scale; :func:`gemm_nt` takes ``group=128``, which runs as one kernel
+            (other group sizes run as a sequence of torch operations).
         dtype: ``torch.float8_e4m3fn`` (CUDA) or ``torch.float8_e4m3fnuz``.
 
     Returns:
         ``(q, scale)``: ``q`` ``(M, K)`` row-major FP8 and ``scale`` ``(M, ceil(K/group))``
-        float32 with ``scale = amax / fp8_max`` per group, stored M-major (strides
-        ``(1, M)``) as ``torch._scaled_mm`` and the fast paths take it. All-zero groups get
-        scale 0 and values 0. ``q * scale`` approximates ``x``.
+        float32 with ``scale = amax / fp8_max`` per group (an IEEE division), stored M-major
+        (strides ``(1, M)``) as ``torch._scaled_mm`` and the fast paths take it; ``q`` is
+        ``x / scale`` clamped to the format's range and rounded to nearest even. All-zero
+        groups get scale 0 and values 0; a group holding a NaN gets scale NaN. ``q * scale``
+        approximates ``x``.
     """
     if x.dim() != 2:
         raise ValueError(f"quantize_per_token_group: x must be 2-D (M, K), got {tuple(x.shape)}")
     if group <= 0:
         raise ValueError(f"quantize_per_token_group: group must be positive, got {group}")
+    if group == SCALE_BLOCK:
+        _fp8_max(dtype)
+        return ops.quantize(x if x.dtype in _OP_INPUT_DTYPES else x.float(), dtype, False)
     rows, cols = x.shape
     groups = _padded(x.float(), 1, group).view(rows, -1, group)
     q, scale = _quantize_groups(groups, dtype)
     q = q.view(rows, -1)[:, :cols].contiguous()
     return q, scale.t().contiguous().t()
+
+
+def silu_and_mul_quantize(
+    x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``quantize_per_token_group(silu(x[:, :d]) * x[:, d:])`` in one kernel, computed in fp32.
+
+    Args:
+        x: ``(M, 2d)`` bfloat16, float16 or float32: the gate and up projections side by side.
+        dtype: ``torch.float8_e4m3fn`` or ``torch.float8_e4m3fnuz``.
+
+    Returns:
+        ``(q, scale)`` of shapes ``(M, d)`` and ``(M, ceil(d/128))``, laid out as
+        :func:`quantize_per_token_group`'s, ready for :func:`gemm_nt`.
+    """
+    return ops.quantize(x, dtype, True)
+
+
+def silu_and_mul(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``silu(x[..., :d]) * x[..., d:]`` in ``x``'s dtype, one kernel (computed in fp32).
+
+    Args:
+        x: ``(..., 2d)`` bfloat16, float16 or float32.
+        out: optional contiguous ``(..., d)`` result of ``x``'s dtype.
+    """
+    if out is None:
+        out = x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+    ops.silu_and_mul(out, x)
+    return out
 
 
 def quantize_per_block(

@@ -2,15 +2,16 @@
 
 ``FP8Linear`` is forward-only, for ``kernels.kernelize``: it runs on the state of the module
 whose ``forward`` it replaces. ``Fp8Linear`` is a standalone module with that state and the
-same ``forward``, for building a layer yourself.
+same ``forward``, for building a layer yourself. ``SiluAndMul`` is the activation layer of
+gated MLPs under the name activation kernels use, so ``kernelize`` can map it too.
 """
 
 import torch
 from torch import nn
 
-from . import SCALE_BLOCK, ceil_div, gemm_nt, quantize_per_block, quantize_per_token_group
+from . import SCALE_BLOCK, ceil_div, fp8_linear, quantize_per_block, silu_and_mul
 
-__all__ = ["FP8Linear", "Fp8Linear"]
+__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul"]
 
 BLOCK_SIZE = (SCALE_BLOCK, SCALE_BLOCK)
 
@@ -25,10 +26,10 @@ class FP8Linear(nn.Module):
     dequantized weight being ``weight * scale`` per 128x128 block), ``bias`` (or ``None``)
     and ``block_size`` ``(128, 128)``; another block size raises a ``ValueError``.
 
-    ``forward`` quantizes the input per token and 128 columns to the weight's FP8 dtype, runs
-    :func:`gemm_nt` (fp32 accumulation, bfloat16 result), adds the bias and returns the
-    input's dtype (bfloat16 or float16), for inputs ``(..., in_features)``. Works under
-    ``torch.compile`` and CUDA graphs; no backward.
+    ``forward`` is :func:`fp8_linear`: one op that quantizes the input per token and 128
+    columns to the weight's FP8 dtype, multiplies (fp32 accumulation), adds the bias before the
+    one rounding and returns the input's dtype (bfloat16 or float16), for inputs
+    ``(..., in_features)``. Works under ``torch.compile`` and CUDA graphs; no backward.
     """
 
     can_torch_compile: bool = True
@@ -47,11 +48,7 @@ class FP8Linear(nn.Module):
         in_features = weight.shape[1]
         if x.shape[-1] != in_features:
             raise ValueError(f"FP8Linear: expected input (..., {in_features}), got {tuple(x.shape)}")
-        q, scale = quantize_per_token_group(x.reshape(-1, in_features), SCALE_BLOCK, weight.dtype)
-        out = gemm_nt(q, weight, scale, self.weight_scale_inv).to(x.dtype)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.reshape(*x.shape[:-1], weight.shape[0]).to(x.dtype)
+        return fp8_linear(x, weight, self.weight_scale_inv, self.bias)
 
 
 class Fp8Linear(FP8Linear):
@@ -113,3 +110,14 @@ class Fp8Linear(FP8Linear):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}, fp8_dtype={self.weight.dtype}"
         )
+
+
+class SiluAndMul(nn.Module):
+    """``silu(x[..., :d]) * x[..., d:]`` in one kernel, for ``kernelize``: the layer name
+    activation kernels use for the gated activation of SwiGLU MLPs. Forward-only, no state."""
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return silu_and_mul(x)

@@ -1,0 +1,181 @@
+#pragma once
+// The activation quantization as one GPU kernel, for CUDA (sm_80+) and HIP alike: 8 threads per
+// 128-column group, 16 values each, the group's amax reduced with shuffles inside the 8 lanes.
+// Each thread reads its values once (two 16-byte loads for bf16/fp16 rows that allow it), keeps
+// them in registers and writes its 16 codes as one 16-byte store; lane 0 writes the scale.
+// Groups are numbered row by row (group = m * ceil(K/128) + kb): a warp reads 1 KB of one row.
+#include <cstdint>
+
+#include "gemm_common/fp8_quantize.h"
+
+namespace fp8gemm::quantize_gpu {
+
+constexpr int kThreads = 256;
+constexpr int kLanesPerGroup = 8;
+constexpr int kValuesPerLane = kScaleBlock / kLanesPerGroup;
+constexpr int kGroupsPerBlock = kThreads / kLanesPerGroup;
+static_assert(kValuesPerLane == 16, "a lane reads two 16-byte vectors of bf16 values");
+
+__device__ __forceinline__ uint32_t group_max(uint32_t v) {
+#pragma unroll
+  for (int offset = kLanesPerGroup / 2; offset > 0; offset /= 2) {
+#if defined(__HIP__) || defined(__HIPCC__)
+    const uint32_t other = __shfl_xor(v, offset, kLanesPerGroup);
+#else
+    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, v, offset, kLanesPerGroup);
+#endif
+    v = v > other ? v : other;
+  }
+  return v;
+}
+
+// 8 consecutive elements from a 16-byte aligned address, as fp32.
+template <InputType kIn>
+__device__ __forceinline__ void load8(const void* base, int64_t at, float* v) {
+  if constexpr (kIn == InputType::F32) {
+    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + at);
+    const float4 lo = p[0], hi = p[1];
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + at);
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint16_t h = uint16_t(words[i / 2] >> (16 * (i % 2)));
+      v[i] = kIn == InputType::BF16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+  }
+}
+
+// Four codes packed little-endian. e4m3fn on sm_89+ uses the hardware's conversion (round to
+// nearest even, saturating; the values are already clamped, so it equals encode_fp8 but for the
+// sign of NaN, which it drops); e4m3fnuz and older GPUs the bit arithmetic of fp8_quantize.h.
+__device__ __forceinline__ uint32_t encode4(const float* v, Fp8Format format) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (format == Fp8Format::E4M3FN) {
+    uint16_t lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
+    return uint32_t(lo) | uint32_t(hi) << 16;
+  }
+#endif
+  return uint32_t(encode_fp8(v[0], format)) | uint32_t(encode_fp8(v[1], format)) << 8 |
+         uint32_t(encode_fp8(v[2], format)) << 16 | uint32_t(encode_fp8(v[3], format)) << 24;
+}
+
+// kVector: K-contiguous rows, K % 16 == 0, 16-byte aligned input and q rows (the launcher
+// checks); otherwise element by element through the strides.
+template <InputType kIn, bool kSiluMul, bool kVector>
+__global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a) {
+  const int64_t group = int64_t(blockIdx.x) * kGroupsPerBlock + threadIdx.x / kLanesPerGroup;
+  const int lane = threadIdx.x % kLanesPerGroup;
+  // Lanes past the last group still take part in the shuffles (with zeros), then store nothing.
+  const bool active = group < a.M * a.k_blocks();
+  const int64_t kb = active ? group % a.k_blocks() : 0, m = active ? group / a.k_blocks() : 0;
+  const int64_t k0 = kb * kScaleBlock + lane * kValuesPerLane;
+  float v[kValuesPerLane] = {};
+  if (active && kVector) {
+    if (k0 < a.K) {
+      const int64_t at = m * a.x_stride_m + k0;
+      load8<kIn>(a.x, at, v);
+      load8<kIn>(a.x, at + 8, v + 8);
+      if constexpr (kSiluMul) {
+        float up[kValuesPerLane];
+        load8<kIn>(a.x, at + a.K, up);
+        load8<kIn>(a.x, at + a.K + 8, up + 8);
+#pragma unroll
+        for (int i = 0; i < kValuesPerLane; ++i) v[i] = silu_mul(v[i], up[i]);
+      }
+    }
+  } else if (active) {
+#pragma unroll
+    for (int i = 0; i < kValuesPerLane; ++i)
+      if (k0 + i < a.K) v[i] = quantize_source(a, m, k0 + i);
+  }
+  uint32_t amax = 0;
+#pragma unroll
+  for (int i = 0; i < kValuesPerLane; ++i) amax = amax > abs_bits(v[i]) ? amax : abs_bits(v[i]);
+  const GroupScale s = group_scale(group_max(amax), a.format);
+  if (!active) return;
+  if (lane == 0) a.scale[m * a.scale_stride_m + kb * a.scale_stride_kb] = s.scale;
+  const float limit = fp8_max(a.format);
+#pragma unroll
+  for (int i = 0; i < kValuesPerLane; ++i) v[i] = clamp_quotient(FP8GEMM_DIV_RN(v[i], s.divisor), limit);
+  uint32_t words[kValuesPerLane / 4];
+#pragma unroll
+  for (int i = 0; i < kValuesPerLane / 4; ++i) words[i] = encode4(v + 4 * i, a.format);
+  uint8_t* q = a.q + m * a.q_stride_m + k0;
+  if (kVector) {
+    if (k0 < a.K) *reinterpret_cast<uint4*>(q) = make_uint4(words[0], words[1], words[2], words[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kValuesPerLane; ++i)
+      if (k0 + i < a.K) q[i] = uint8_t(words[i / 4] >> (8 * (i % 4)));
+  }
+}
+
+// Whether the 16-byte path applies to a.
+inline bool vector_path(const QuantizeArgs& a) {
+  const int64_t elem = a.input == InputType::F32 ? 4 : 2;
+  const auto aligned = [](const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
+  return a.x_stride_k == 1 && a.K % kValuesPerLane == 0 && aligned(a.x, 16) &&
+         (a.M == 1 || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) && (a.M == 1 || a.q_stride_m % 16 == 0);
+}
+
+using KernelFn = void (*)(QuantizeArgs);
+
+template <InputType kIn, bool kSiluMul>
+KernelFn pick(bool vector) {
+  return vector ? quantize_kernel<kIn, kSiluMul, true> : quantize_kernel<kIn, kSiluMul, false>;
+}
+
+// The kernel for a (its grid is blocks(a) x kThreads).
+inline KernelFn kernel_for(const QuantizeArgs& a) {
+  const bool vector = vector_path(a);
+  switch (a.input) {
+    case InputType::BF16: return a.silu_and_mul ? pick<InputType::BF16, true>(vector) : pick<InputType::BF16, false>(vector);
+    case InputType::F16: return a.silu_and_mul ? pick<InputType::F16, true>(vector) : pick<InputType::F16, false>(vector);
+    default: return a.silu_and_mul ? pick<InputType::F32, true>(vector) : pick<InputType::F32, false>(vector);
+  }
+}
+
+inline int64_t blocks(const QuantizeArgs& a) { return ceil_div(a.M * a.k_blocks(), kGroupsPerBlock); }
+
+// SiLU-and-mul without quantization: out (M, K) = silu(x[:, :K]) * x[:, K:] in x's dtype (T:
+// __nv_bfloat16 / __half / float and their HIP twins), kPerThread consecutive outputs per thread:
+// 8 with 16-byte loads and stores where K % 8 == 0 and the rows are 16-byte aligned, else 1.
+template <typename T, int kPerThread>
+__global__ void __launch_bounds__(kThreads) silu_mul_kernel(const T* x, int64_t x_stride_m, T* out,
+                                                            int64_t out_stride_m, int64_t M, int64_t K) {
+  const int64_t i = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * kPerThread;
+  if (i >= M * K) return;
+  const int64_t m = i / K, k = i % K;
+  const T* row = x + m * x_stride_m;
+  if constexpr (kPerThread == 1) {
+    out[m * out_stride_m + k] = T(silu_mul(float(row[k]), float(row[k + K])));
+  } else {
+    constexpr int kVectors = kPerThread * sizeof(T) / 16;
+    uint4 gate[kVectors], up[kVectors], result[kVectors];
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) {
+      gate[v] = reinterpret_cast<const uint4*>(row + k)[v];
+      up[v] = reinterpret_cast<const uint4*>(row + k + K)[v];
+    }
+    const T* g = reinterpret_cast<const T*>(gate);
+    const T* u = reinterpret_cast<const T*>(up);
+    T* r = reinterpret_cast<T*>(result);
+#pragma unroll
+    for (int e = 0; e < kPerThread; ++e) r[e] = T(silu_mul(float(g[e]), float(u[e])));
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) reinterpret_cast<uint4*>(out + m * out_stride_m + k)[v] = result[v];
+  }
+}
+
+// Outputs per thread of silu_mul_kernel for these arguments.
+inline int silu_mul_per_thread(const SiluMulArgs& a, int64_t element_bytes) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool rows = a.M == 1 || ((a.x_stride_m * element_bytes) % 16 == 0 && (a.out_stride_m * element_bytes) % 16 == 0);
+  return a.K % 8 == 0 && aligned(a.x) && aligned(a.out) && rows ? 8 : 1;
+}
+
+}  // namespace fp8gemm::quantize_gpu
