@@ -49,8 +49,8 @@ FP8GEMM_HD float decode_fp8(uint32_t code, Fp8Format format) {
   uint32_t bits;
   if (magnitude < kFp8SubnormalLimit) {
     // value = mantissa * 2^(1 - bias - 3): exact in fp32 as a small integer times a power of 2.
-    const float unit = bits_to_float(uint32_t(kFp32Bias + 1 - bias - int(kFp8MantissaBits))
-                                     << kFp32MantissaBits);
+    const float unit =
+        bits_to_float(uint32_t(kFp32Bias + 1 - bias - int(kFp8MantissaBits)) << kFp32MantissaBits);
     bits = float_to_bits(float(magnitude) * unit);
   } else {
     // Normal: move exponent and mantissa into place and rebias the exponent.

@@ -57,7 +57,8 @@ FP8GEMM_HD uint32_t round_magnitude(uint32_t mag, int bias) {
   uint32_t code = significand >> shift;
   const uint32_t rest = significand & ((1u << shift) - 1), half = 1u << (shift - 1);
   if (rest > half || (rest == half && (code & 1u))) ++code;  // a carry moves into the exponent
-  if (exponent >= min_normal_exponent) code += uint32_t(exponent - min_normal_exponent + 1) << kFp8MantissaBits;
+  if (exponent >= min_normal_exponent)
+    code += uint32_t(exponent - min_normal_exponent + 1) << kFp8MantissaBits;
   return code;
 }
 
@@ -91,7 +92,8 @@ FP8GEMM_HD GroupScale group_scale(uint32_t amax_bits, Fp8Format format) {
 
 // x / divisor limited to [-limit, limit]; NaN passes through.
 FP8GEMM_HD float clamp_quotient(float quotient, float limit) {
-  return quotient == quotient ? (quotient < -limit ? -limit : (quotient > limit ? limit : quotient)) : quotient;
+  return quotient == quotient ? (quotient < -limit ? -limit : (quotient > limit ? limit : quotient))
+                              : quotient;
 }
 
 FP8GEMM_HD uint8_t quantize_value(float x, float divisor, Fp8Format format) {
@@ -145,9 +147,12 @@ struct SiluMulArgs {
 FP8GEMM_HD float load_input(const QuantizeArgs& a, int64_t m, int64_t k) {
   const int64_t at = m * a.x_stride_m + k * a.x_stride_k;
   switch (a.input) {
-    case InputType::BF16: return bf16_to_float(static_cast<const uint16_t*>(a.x)[at]);
-    case InputType::F16: return f16_to_float(static_cast<const uint16_t*>(a.x)[at]);
-    default: return static_cast<const float*>(a.x)[at];
+    case InputType::BF16:
+      return bf16_to_float(static_cast<const uint16_t*>(a.x)[at]);
+    case InputType::F16:
+      return f16_to_float(static_cast<const uint16_t*>(a.x)[at]);
+    default:
+      return static_cast<const float*>(a.x)[at];
   }
 }
 

@@ -31,10 +31,6 @@ struct GemmArgs {
   // Optional bias, bf16 bits bias[n * bias_stride], added to the fp32 result before rounding.
   const uint16_t* bias = nullptr;
   int64_t bias_stride = 0;
-  // Optional: A given unquantized as bf16 (a_bf16[m * a_stride_m + k * a_stride_k]); the kernel
-  // quantizes it per row and 128 columns itself, and `a` and `a_scale` are unused. Only set
-  // where the path says it takes it (gemm_cuda_quantizes_a).
-  const uint16_t* a_bf16 = nullptr;
 
   int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
   int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }

@@ -18,20 +18,15 @@ Status gemm_cpu(const GemmArgs& args);
 // gemm_cuda/gemm_dispatch.cu: Hopper fast path where it is linked and takes the problem,
 // else the general tiled kernel (sm_80+). workspace: at least
 // gemm_cuda_workspace_bytes(args, device_sm) bytes of device memory (nullptr when 0).
-Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes,
-                 cudaStream_t stream);
+Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 // device_sm = 10 * major + minor of the device the call will run on (90 for an H100).
 size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm);
 // Forces the general path for later calls (initially: environment GEMM_FORCE_GENERAL=1).
 void gemm_cuda_force_general(bool force);
 bool gemm_cuda_general_forced();
-// Whether gemm_cuda takes args with A given as bf16 (args.a_bf16 set, a and a_scale unused) on a
-// device_sm device: where the Hopper decode kernel quantizes A itself. Else quantize A first.
-bool gemm_cuda_quantizes_a(const GemmArgs& args, int device_sm);
 
 // gemm_rocm/ (the ROCm helper implements these): same contract as gemm_cuda.
-Status gemm_rocm(const GemmArgs& args, void* workspace, size_t workspace_bytes,
-                 hipStream_t stream);
+Status gemm_rocm(const GemmArgs& args, void* workspace, size_t workspace_bytes, hipStream_t stream);
 size_t gemm_rocm_workspace_bytes(const GemmArgs& args);
 
 // Activation quantization (the rounding: gemm_common/fp8_quantize.h), one pass, any M and K.

@@ -119,7 +119,8 @@ inline bool vector_path(const QuantizeArgs& a) {
   const int64_t elem = a.input == InputType::F32 ? 4 : 2;
   const auto aligned = [](const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
   return a.x_stride_k == 1 && a.K % kValuesPerLane == 0 && aligned(a.x, 16) &&
-         (a.M == 1 || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) && (a.M == 1 || a.q_stride_m % 16 == 0);
+         (a.M == 1 || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) &&
+         (a.M == 1 || a.q_stride_m % 16 == 0);
 }
 
 using KernelFn = void (*)(QuantizeArgs);
@@ -133,9 +134,12 @@ KernelFn pick(bool vector) {
 inline KernelFn kernel_for(const QuantizeArgs& a) {
   const bool vector = vector_path(a);
   switch (a.input) {
-    case InputType::BF16: return a.silu_and_mul ? pick<InputType::BF16, true>(vector) : pick<InputType::BF16, false>(vector);
-    case InputType::F16: return a.silu_and_mul ? pick<InputType::F16, true>(vector) : pick<InputType::F16, false>(vector);
-    default: return a.silu_and_mul ? pick<InputType::F32, true>(vector) : pick<InputType::F32, false>(vector);
+    case InputType::BF16:
+      return a.silu_and_mul ? pick<InputType::BF16, true>(vector) : pick<InputType::BF16, false>(vector);
+    case InputType::F16:
+      return a.silu_and_mul ? pick<InputType::F16, true>(vector) : pick<InputType::F16, false>(vector);
+    default:
+      return a.silu_and_mul ? pick<InputType::F32, true>(vector) : pick<InputType::F32, false>(vector);
   }
 }
 
@@ -145,8 +149,8 @@ inline int64_t blocks(const QuantizeArgs& a) { return ceil_div(a.M * a.k_blocks(
 // __nv_bfloat16 / __half / float and their HIP twins), kPerThread consecutive outputs per thread:
 // 8 with 16-byte loads and stores where K % 8 == 0 and the rows are 16-byte aligned, else 1.
 template <typename T, int kPerThread>
-__global__ void __launch_bounds__(kThreads) silu_mul_kernel(const T* x, int64_t x_stride_m, T* out,
-                                                            int64_t out_stride_m, int64_t M, int64_t K) {
+__global__ void __launch_bounds__(kThreads)
+    silu_mul_kernel(const T* x, int64_t x_stride_m, T* out, int64_t out_stride_m, int64_t M, int64_t K) {
   const int64_t i = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * kPerThread;
   if (i >= M * K) return;
   const int64_t m = i / K, k = i % K;
@@ -174,7 +178,8 @@ __global__ void __launch_bounds__(kThreads) silu_mul_kernel(const T* x, int64_t 
 // Outputs per thread of silu_mul_kernel for these arguments.
 inline int silu_mul_per_thread(const SiluMulArgs& a, int64_t element_bytes) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool rows = a.M == 1 || ((a.x_stride_m * element_bytes) % 16 == 0 && (a.out_stride_m * element_bytes) % 16 == 0);
+  const bool rows =
+      a.M == 1 || ((a.x_stride_m * element_bytes) % 16 == 0 && (a.out_stride_m * element_bytes) % 16 == 0);
   return a.K % 8 == 0 && aligned(a.x) && aligned(a.out) && rows ? 8 : 1;
 }
 

@@ -93,8 +93,7 @@ class TileWorker {
           micro_kernel(&s.a_panel[r * kTileK], &s.b_panel[j], k_len, &s.block_sum[r * kTileN + j]);
       for (int64_t r = 0; r < rows; ++r) {
         const float scale = s.a_scales[r] * b_scale;
-        for (int64_t j = 0; j < cols; ++j)
-          s.acc[r * kTileN + j] += s.block_sum[r * kTileN + j] * scale;
+        for (int64_t j = 0; j < cols; ++j) s.acc[r * kTileN + j] += s.block_sum[r * kTileN + j] * scale;
       }
     }
     store(m0, rows, n0, cols, s.acc.data());
@@ -146,7 +145,6 @@ int64_t worker_count(const GemmArgs& args, int64_t tiles) {
 Status gemm_cpu(const GemmArgs& args) {
   if (args.M < 0 || args.N < 0 || args.K < 0) return "gemm_cpu: negative size";
   if (args.M == 0 || args.N == 0) return kOk;
-  if (args.a_bf16 != nullptr) return "gemm_cpu: A must be quantized first (a_bf16 is set)";
   const int64_t tiles_n = ceil_div(args.N, kTileN);
   const int64_t tiles = ceil_div(args.M, kTileM) * tiles_n;
   const TileWorker worker(args, decode_table(args.format));

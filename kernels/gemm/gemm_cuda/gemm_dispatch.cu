@@ -1,10 +1,10 @@
 // Public CUDA launcher: picks the Hopper fast path where it is linked in, the device is
 // sm_90 and the path takes the problem; the general path otherwise.
+#include <cuda_runtime.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-
-#include <cuda_runtime.h>
 
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
@@ -37,13 +37,11 @@ Status current_device_sm(int* sm) {
 }
 
 // The sm90 hooks are weak: null unless the Hopper sources were linked into this library.
-bool hopper_path_linked() {
-  return &sm90::try_gemm != nullptr && &sm90::workspace_bytes != nullptr && &sm90::quantizes_a != nullptr;
-}
+bool hopper_path_linked() { return &sm90::try_gemm != nullptr && &sm90::workspace_bytes != nullptr; }
 
 bool hopper_path_applies(const GemmArgs& args, int device_sm) {
-  return device_sm == kHopperSm && hopper_path_linked() && !gemm_cuda_general_forced() &&
-         args.M > 0 && args.N > 0 && args.K > 0;
+  return device_sm == kHopperSm && hopper_path_linked() && !gemm_cuda_general_forced() && args.M > 0 &&
+         args.N > 0 && args.K > 0;
 }
 
 }  // namespace
@@ -52,16 +50,11 @@ void gemm_cuda_force_general(bool force) { force_general_flag() = force; }
 
 bool gemm_cuda_general_forced() { return force_general_flag(); }
 
-bool gemm_cuda_quantizes_a(const GemmArgs& args, int device_sm) {
-  return hopper_path_applies(args, device_sm) && sm90::quantizes_a(args);
-}
-
 size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm) {
   return hopper_path_applies(args, device_sm) ? sm90::workspace_bytes(args) : 0;
 }
 
-Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes,
-                 cudaStream_t stream) {
+Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (args.M == 0 || args.N == 0) return kOk;
   int device_sm = 0;
   if (Status status = current_device_sm(&device_sm); status != kOk) return status;
@@ -70,7 +63,6 @@ Status gemm_cuda(const GemmArgs& args, void* workspace, size_t workspace_bytes,
     const Status status = sm90::try_gemm(args, workspace, workspace_bytes, stream, &launched);
     if (status != kOk || launched) return status;
   }
-  if (args.a_bf16 != nullptr) return "gemm_cuda: A given as bf16 where no kernel quantizes it (ask gemm_cuda_quantizes_a)";
   return general::launch(args, stream);
 }
 

@@ -83,8 +83,8 @@ __device__ void stage_gather(Tile& tile, const Operand& op, int64_t row0, int64_
 }
 
 // K-contiguous, 16-byte aligned operands: each thread loads kVecsPerThread x 16 codes.
-__device__ void load_vectors(uint4 (&raw)[kVecsPerThread], const Operand& op, int64_t row0,
-                             int64_t k0, int64_t K) {
+__device__ void load_vectors(uint4 (&raw)[kVecsPerThread], const Operand& op, int64_t row0, int64_t k0,
+                             int64_t K) {
 #pragma unroll
   for (int v = 0; v < kVecsPerThread; ++v) {
     const int i = threadIdx.x + v * kThreads;
@@ -116,13 +116,10 @@ __device__ void store_vectors(Tile& tile, const uint4 (&raw)[kVecsPerThread], Fp
 }
 
 // Two consecutive fp16 (4-byte aligned: k is even and rows are 144 bytes).
-__device__ __forceinline__ uint32_t pair(const __half* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
+__device__ __forceinline__ uint32_t pair(const __half* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 // c (16x8, fp32) += a (16x16, row-major) * b (16x8, column-major), fp16 inputs.
-__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4],
-                                        const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -149,10 +146,14 @@ __global__ void __launch_bounds__(kThreads) gemm_general_kernel(const GemmArgs a
   if constexpr (kVectorA) load_vectors(a_raw, a_op, m0, 0, args.K);
   if constexpr (kVectorB) load_vectors(b_raw, b_op, n0, 0, args.K);
   for (int64_t k0 = 0; k0 < args.K; k0 += kBlockK) {
-    if constexpr (kVectorA) store_vectors(a_tile, a_raw, args.format);
-    else stage_gather(a_tile, a_op, m0, k0, args.K, args.format);
-    if constexpr (kVectorB) store_vectors(b_tile, b_raw, args.format);
-    else stage_gather(b_tile, b_op, n0, k0, args.K, args.format);
+    if constexpr (kVectorA)
+      store_vectors(a_tile, a_raw, args.format);
+    else
+      stage_gather(a_tile, a_op, m0, k0, args.K, args.format);
+    if constexpr (kVectorB)
+      store_vectors(b_tile, b_raw, args.format);
+    else
+      stage_gather(b_tile, b_op, n0, k0, args.K, args.format);
     __syncthreads();
     if (k0 + kBlockK < args.K) {
       if constexpr (kVectorA) load_vectors(a_raw, a_op, m0, k0 + kBlockK, args.K);
@@ -241,10 +242,14 @@ Status launch(const GemmArgs& args, cudaStream_t stream) {
   const dim3 grid{unsigned(grid_x), unsigned(grid_y)};
   const bool vector_a = vector_loads(args.a, args.a_stride_m, args.a_stride_k, args.M);
   const bool vector_b = vector_loads(args.b, args.b_stride_n, args.b_stride_k, args.N);
-  if (vector_a && vector_b) launch_kernel<true, true>(args, grid, stream);
-  else if (vector_a) launch_kernel<true, false>(args, grid, stream);
-  else if (vector_b) launch_kernel<false, true>(args, grid, stream);
-  else launch_kernel<false, false>(args, grid, stream);
+  if (vector_a && vector_b)
+    launch_kernel<true, true>(args, grid, stream);
+  else if (vector_a)
+    launch_kernel<true, false>(args, grid, stream);
+  else if (vector_b)
+    launch_kernel<false, true>(args, grid, stream);
+  else
+    launch_kernel<false, false>(args, grid, stream);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? kOk : cudaGetErrorString(err);
 }

@@ -17,9 +17,9 @@
 //   - workspace points to workspace_size bytes of device memory (possibly nullptr when that
 //     is 0), usable on `stream` until the queued work finishes. try_gemm declines when that
 //     is less than workspace_bytes(args), so the dispatch need not ask for it again.
-#include <cstddef>
-
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 #include "gemm_common/gemm_args.h"
 
@@ -28,16 +28,11 @@ namespace fp8gemm::sm90 {
 // Device bytes of scratch try_gemm needs for args (0 when it needs none or would decline).
 __attribute__((weak, visibility("hidden"))) size_t workspace_bytes(const GemmArgs& args);
 
-// Whether try_gemm takes args with A as bf16 (args.a_bf16): the decode kernel quantizes it.
-__attribute__((weak, visibility("hidden"))) bool quantizes_a(const GemmArgs& args);
-
 // Queues the Hopper kernel for args on stream and sets *launched = true, or sets
 // *launched = false and returns kOk to decline (the dispatch then runs the general path).
 // Any other return value is an error message (static string); nothing aborts.
-__attribute__((weak, visibility("hidden"))) Status try_gemm(const GemmArgs& args,
-                                                            void* workspace,
-                                                            size_t workspace_size,
-                                                            cudaStream_t stream,
+__attribute__((weak, visibility("hidden"))) Status try_gemm(const GemmArgs& args, void* workspace,
+                                                            size_t workspace_size, cudaStream_t stream,
                                                             bool* launched);
 
 }  // namespace fp8gemm::sm90

@@ -84,7 +84,6 @@ Status gemm_rocm(const GemmArgs& args, void* workspace, size_t workspace_bytes, 
   if (args.M < 0 || args.N < 0 || args.K < 0) return "gemm_rocm: M, N and K must be >= 0";
   if (args.M == 0 || args.N == 0) return kOk;
   if (args.out == nullptr) return "gemm_rocm: out is null";
-  if (args.a_bf16 != nullptr) return "gemm_rocm: A must be quantized first (a_bf16 is set)";
   if (args.K > 0 &&
       (args.a == nullptr || args.b == nullptr || args.a_scale == nullptr || args.b_scale == nullptr))
     return "gemm_rocm: an operand or scale pointer is null";

@@ -288,7 +288,8 @@ __global__ __launch_bounds__(kThreads) void mfma_gemm_kernel(GemmArgs args, floa
         const int64_t n = n0 + wave_n * kWaveN + tn * kMfmaN + lane % kMfmaN;
         if (m >= args.M || n >= args.N) continue;
         if (split_k == 1) {
-          args.out[m * args.out_stride_m + n * args.out_stride_n] = float_to_bf16_bits(add_bias(args, n, acc[tm][tn][v]));
+          args.out[m * args.out_stride_m + n * args.out_stride_n] =
+              float_to_bf16_bits(add_bias(args, n, acc[tm][tn][v]));
         } else {
           partials[(split * args.M + m) * args.N + n] = acc[tm][tn][v];
         }

@@ -19,9 +19,10 @@ Status launch_silu_mul(const SiluMulArgs& a, hipStream_t stream) {
   const int per_thread = quantize_gpu::silu_mul_per_thread(a, sizeof(T));
   const int64_t blocks = ceil_div(a.M * a.K, int64_t(quantize_gpu::kThreads) * per_thread);
   if (blocks > int64_t(0x7FFFFFFF)) return "silu_and_mul: too many elements for one launch";
-  const auto kernel = per_thread == 8 ? quantize_gpu::silu_mul_kernel<T, 8> : quantize_gpu::silu_mul_kernel<T, 1>;
-  kernel<<<unsigned(blocks), quantize_gpu::kThreads, 0, stream>>>(static_cast<const T*>(a.x), a.x_stride_m,
-                                                                   static_cast<T*>(a.out), a.out_stride_m, a.M, a.K);
+  const auto kernel =
+      per_thread == 8 ? quantize_gpu::silu_mul_kernel<T, 8> : quantize_gpu::silu_mul_kernel<T, 1>;
+  kernel<<<unsigned(blocks), quantize_gpu::kThreads, 0, stream>>>(
+      static_cast<const T*>(a.x), a.x_stride_m, static_cast<T*>(a.out), a.out_stride_m, a.M, a.K);
   return launch_status();
 }
 
@@ -39,9 +40,12 @@ Status quantize_rocm(const QuantizeArgs& args, hipStream_t stream) {
 Status silu_mul_rocm(const SiluMulArgs& args, hipStream_t stream) {
   if (args.M == 0 || args.K == 0) return kOk;
   switch (args.dtype) {
-    case InputType::BF16: return launch_silu_mul<__hip_bfloat16>(args, stream);
-    case InputType::F16: return launch_silu_mul<__half>(args, stream);
-    default: return launch_silu_mul<float>(args, stream);
+    case InputType::BF16:
+      return launch_silu_mul<__hip_bfloat16>(args, stream);
+    case InputType::F16:
+      return launch_silu_mul<__half>(args, stream);
+    default:
+      return launch_silu_mul<float>(args, stream);
   }
 }
 

@@ -10,6 +10,7 @@
 
 namespace fp8gemm::sm90 {
 
+// clang-format off: the tables below are laid out by hand, one row per group of entries
 constexpr TileConfig kCandidates[] = {
     {128, 256, 1}, {192, 128, 1}, {128, 128, 1}, {64, 256, 1}, {128, 64, 1}, {64, 128, 1},
     {128, 256, 2}, {192, 128, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
@@ -55,26 +56,34 @@ constexpr TunedSmallM kTunedSmallM[] = {
     {4608, 7168, 65, 128, {128, 72, 2}}, {1536, 7168, 9, 128, {64, 64, 2}}, {576, 7168, 9, 64, {64, 32, 4}},
     {576, 7168, 65, 128, {64, 32, 2}},   {3072, 1536, 9, 128, {64, 64, 1}}, {4096, 512, 9, 128, {64, 64, 1}},
 };
+// clang-format on
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
 // blocks at the per-CTA rate measured with every SM busy (6144x4608x7168 in compare.py's
 // scale layout, run 27 sweep, after 2 us per tile; the tiles whose B scales straddle and
 // 64x192 from run 32's sweeps, scaled by 0.98 to run 27's machine; 64x144 raised from 0.28
 // to 0.30 by run 32's replay of the choice on 51 other shapes), plus a fixed cost per tile
-// (pipeline fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were fitted to run 27's timings of
-// every candidate on 46 shapes (DESIGN.md run 27g); the cost of a split whose partials are
-// pushed is the median over such splits in run 38's sweep.
+// (pipeline fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were fitted to
+// run 27's timings of every candidate on 46 shapes (DESIGN.md run 27g); the cost of a split whose partials
+// are pushed is the median over such splits in run 38's sweep.
 inline double kblock_us(const TileConfig& c) {
   if (c.block_m == 192) return c.block_n == 144 ? 0.69 : 0.56;
   if (c.block_m == 128) {
     switch (c.block_n) {
-      case 256: return 0.87;
-      case 192: return 0.60;
-      case 144: return 0.49;
-      case 128: return 0.39;
-      case 96: return 0.35;
-      case 72: return 0.33;
-      default: return 0.30;
+      case 256:
+        return 0.87;
+      case 192:
+        return 0.60;
+      case 144:
+        return 0.49;
+      case 128:
+        return 0.39;
+      case 96:
+        return 0.35;
+      case 72:
+        return 0.33;
+      default:
+        return 0.30;
     }
   }
   return c.block_n == 256 ? 0.47 : c.block_n == 192 ? 0.38 : c.block_n == 144 ? 0.30 : 0.29;
@@ -82,12 +91,12 @@ inline double kblock_us(const TileConfig& c) {
 
 struct CostModel {
   double tile_overhead_us = 3.0;
-  double split_overhead_us = 6.0;       // per CTA beyond the first of a split tile
+  double split_overhead_us = 6.0;         // per CTA beyond the first of a split tile
   double pushed_split_overhead_us = 4.0;  // the same, for splits of 2 that push partials (run 38)
 };
 
-inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
-                          const CostModel& cm = CostModel{}) {
+inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
+                          const int (&clusters)[kMaxSplit + 1], const CostModel& cm = CostModel{}) {
   const int64_t tiles = ((M + c.block_m - 1) / c.block_m) * ((N + c.block_n - 1) / c.block_n);
   const int64_t kb = ceil_div(K, kScaleBlock);
   const int64_t slots = clusters[c.split] > 0 ? clusters[c.split] : 1;

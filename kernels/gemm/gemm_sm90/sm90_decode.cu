@@ -1,12 +1,11 @@
 // Host side of the small-M (decode) kernel: which problems it takes, its configuration and
 // its launch. See sm90_decode.cuh for the kernel.
-#include "gemm_sm90/sm90_decode.h"
-
 #include <cstdlib>
 #include <cstring>
 
 #include "gemm_common/scale_block.h"
 #include "gemm_sm90/sm90_decode.cuh"
+#include "gemm_sm90/sm90_decode.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -59,7 +58,7 @@ bool rows_16(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64
   return rows == 1 || (s_row >= K && s_row % 16 == 0);
 }
 
-template <int WR, int TN, bool kQuantA>
+template <int WR, int TN>
 Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream) {
   const int tiles_per_cta = decode::kWarps / p.k_warps;
   // A cluster launch costs 0.7 µs or more than a plain one on the H100 (DECODE.md, round 3),
@@ -76,7 +75,7 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
   cfg.stream = stream;
   cfg.attrs = &attr;
   cfg.numAttrs = c.cluster > 1 ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN, kQuantA>, p) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p) != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: decode kernel launch failed";
   }
@@ -87,11 +86,9 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
 
 bool decode_takes(const GemmArgs& g, int num_sms) {
   constexpr int64_t kMaxN = int64_t(65535) * 16, kMaxK = int64_t(1) << 30;  // grid y, int indexing
-  const bool a_rows = g.a_bf16 != nullptr
-                          ? rows_16(reinterpret_cast<const uint8_t*>(g.a_bf16), 2 * g.a_stride_m, g.a_stride_k, g.M, 2 * g.K)
-                          : rows_16(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K);
   return g.format == Fp8Format::E4M3FN && g.M >= 1 && g.N >= 1 && g.N <= kMaxN && g.K >= 1 && g.K < kMaxK &&
-         decode_wins(g.M, g.N, g.K, num_sms) && !decode_switched_off() && a_rows &&
+         decode_wins(g.M, g.N, g.K, num_sms) && !decode_switched_off() &&
+         rows_16(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
          rows_16(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K);
 }
 
@@ -107,14 +104,14 @@ DecodeConfig choose_decode_config(int64_t M, int64_t N, int64_t K, int num_sms) 
   c.k_warps = kb >= 8 ? 8 : kb >= 4 ? 4 : kb >= 2 ? 2 : 1;
   const int64_t ctas = ceil_div(M, 8 * c.tn) * ceil_div(N, 16 * c.wr * (decode::kWarps / c.k_warps));
   c.cluster = 1;
-  while (c.cluster < 8 && ctas * c.cluster < 2 * num_sms && 2 * c.k_warps * c.cluster * 2 <= kb) c.cluster *= 2;
+  while (c.cluster < 8 && ctas * c.cluster < 2 * num_sms && 2 * c.k_warps * c.cluster * 2 <= kb)
+    c.cluster *= 2;
   return c;
 }
 
 Status run_decode(const GemmArgs& g, const DecodeConfig& c, cudaStream_t stream) {
   DecodeParams p;
   p.a = g.a;
-  p.a16 = g.a_bf16;
   p.a_row = g.M == 1 ? 0 : g.a_stride_m;
   p.b = g.b;
   p.b_row = g.N == 1 ? 0 : g.b_stride_n;
@@ -135,13 +132,17 @@ Status run_decode(const GemmArgs& g, const DecodeConfig& c, cudaStream_t stream)
   p.num_kb = int(g.k_blocks());
   p.k_warps = c.k_warps;
   const int key = c.wr * 10 + c.tn;
-  const bool quant_a = g.a_bf16 != nullptr;
   switch (key) {
-    case 11: return quant_a ? launch<1, 1, true>(p, c, stream) : launch<1, 1, false>(p, c, stream);
-    case 12: return quant_a ? launch<1, 2, true>(p, c, stream) : launch<1, 2, false>(p, c, stream);
-    case 21: return quant_a ? launch<2, 1, true>(p, c, stream) : launch<2, 1, false>(p, c, stream);
-    case 22: return quant_a ? launch<2, 2, true>(p, c, stream) : launch<2, 2, false>(p, c, stream);
-    default: return "gemm_sm90: invalid decode configuration";
+    case 11:
+      return launch<1, 1>(p, c, stream);
+    case 12:
+      return launch<1, 2>(p, c, stream);
+    case 21:
+      return launch<2, 1>(p, c, stream);
+    case 22:
+      return launch<2, 2>(p, c, stream);
+    default:
+      return "gemm_sm90: invalid decode configuration";
   }
 }
 

@@ -16,16 +16,11 @@
 //   in rank order: the result is deterministic.
 // - One k-block of loads is in flight ahead of the MMAs; the weights' loads skip L1 and ask L2
 //   to fetch 256 bytes (the next k-block of the row, which a neighbouring warp reads).
-// - kQuantA: A arrives as bf16 and each warp quantizes the k-block it is about to multiply (a
-//   quad holds a token's 128 values: its amax is a two-step shuffle), with the scale rule of
-//   gemm_common/fp8_quantize.h but a multiply by the reciprocal divisor and the hardware's
-//   saturating e4m3 conversion instead of a division per value. Optional bias in the epilogue.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "gemm_common/fp8_quantize.h"
 #include "gemm_common/scale_block.h"
 
 namespace fp8gemm::sm90::decode {
@@ -36,7 +31,6 @@ constexpr int kBlockK = kScaleBlock;
 
 struct DecodeParams {
   const uint8_t* a;  // (M, K), K contiguous, rows a_row bytes apart, 16-byte aligned
-  const uint16_t* a16;  // kQuantA: A as bf16 instead, rows a_row elements apart, 16-byte aligned
   int64_t a_row;
   const uint8_t* b;  // (N, K), K contiguous, rows b_row bytes apart, 16-byte aligned
   int64_t b_row;
@@ -46,7 +40,7 @@ struct DecodeParams {
   int64_t sb_kb, sb_nb;
   uint16_t* out;  // bf16 bits, out[m * out_sm + n * out_sn]
   int64_t out_sm, out_sn;
-  const uint16_t* bias;  // optional bf16 bias[n * bias_stride]
+  const uint16_t* bias;  // optional bf16 bias[n * bias_stride], added before rounding
   int64_t bias_stride;
   int M, N, K, num_kb;
   int k_warps;  // warps of a CTA that split one weight tile's K (1, 2, 4 or 8); the CTA's
@@ -100,14 +94,17 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int N>
-__device__ __forceinline__ uint32_t word(const uint4 (&v)[N], int i) {
+__device__ __forceinline__ uint32_t word(const uint4 (&v)[2], int i) {
   const uint4& h = v[i >> 2];
   switch (i & 3) {
-    case 0: return h.x;
-    case 1: return h.y;
-    case 2: return h.z;
-    default: return h.w;
+    case 0:
+      return h.x;
+    case 1:
+      return h.y;
+    case 2:
+      return h.z;
+    default:
+      return h.w;
   }
 }
 
@@ -118,82 +115,18 @@ __device__ __forceinline__ uint16_t to_bf16_bits(float f) {
 }
 
 // One k-block's operands of one warp: per weight tile i its rows g and g + 8, per token tile j
-// token g; 32 bytes each (kQuantA: 32 bf16 values, 64 bytes, until quantize_block). Plus the
-// block's scales (kQuantA: the A scales come from quantize_block).
-template <int WR, int TN, bool kQuantA>
+// token g; 32 bytes each. Plus the block's scales.
+template <int WR, int TN>
 struct Block {
   uint4 w[WR][2][2];
-  uint4 x[TN][kQuantA ? 4 : 2];
+  uint4 x[TN][2];
   float sb[WR];
   float sa[TN][2];
 };
 
-// Elements [k, k + 16) and [k + 64, k + 80) of a bf16 row as four 16-byte vectors; in the last,
-// partial k-block elements at or past K read as zero.
-template <bool kTail>
-__device__ __forceinline__ void load_row_bf16(const uint16_t* row, int k, int K, uint4 (&v)[4]) {
-  constexpr int kOffsets[4] = {0, 8, 64, 72};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if constexpr (!kTail) {
-      v[i] = __ldg(reinterpret_cast<const uint4*>(row + k + kOffsets[i]));
-    } else {
-      uint32_t w[4];
-#pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        const int k0 = k + kOffsets[i] + 2 * h;
-        w[h] = (k0 < K ? uint32_t(row[k0]) : 0u) | (k0 + 1 < K ? uint32_t(row[k0 + 1]) << 16 : 0u);
-      }
-      v[i] = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  }
-}
-
-// Two floats as e4m3 codes (lo in the low byte), rounded to nearest even, saturating at +-448.
-__device__ __forceinline__ uint32_t to_e4m3x2(float lo, float hi) {
-  uint16_t d;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-
-// kQuantA: the bf16 values of each token tile become e4m3 codes in x[j][0..1] and the tokens'
-// scales go to sa. Quad g holds token g's 128 values (32 per thread). The amax is taken on the
-// packed bf16 bits (|x| bits order like the magnitudes, NaN above inf), two values per
-// instruction, so no value is held as fp32 longer than its conversion.
-template <int WR, int TN>
-__device__ __forceinline__ void quantize_block(Block<WR, TN, true>& blk, int lane) {
-  const int t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < TN; ++j) {
-    uint32_t pair_max = 0;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) pair_max = __vmaxu2(pair_max, word(blk.x[j], i) & 0x7FFF7FFFu);
-    uint32_t amax = max(pair_max & 0xFFFFu, pair_max >> 16) << 16;  // fp32 bits of the larger half
-    amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-    amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
-    const GroupScale s = group_scale(amax, Fp8Format::E4M3FN);
-    const float inverse = __frcp_rn(s.divisor);
-    const bool exact = !(inverse <= 3.0e38f);  // a denormal divisor: divide instead
-    uint32_t codes[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t w0 = word(blk.x[j], 2 * i), w1 = word(blk.x[j], 2 * i + 1);
-      float q[4] = {__uint_as_float(w0 << 16), __uint_as_float(w0 & 0xFFFF0000u), __uint_as_float(w1 << 16),
-                    __uint_as_float(w1 & 0xFFFF0000u)};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) q[e] = exact ? __fdiv_rn(q[e], s.divisor) : q[e] * inverse;
-      codes[i] = to_e4m3x2(q[0], q[1]) | to_e4m3x2(q[2], q[3]) << 16;
-    }
-    blk.x[j][0] = make_uint4(codes[0], codes[1], codes[2], codes[3]);
-    blk.x[j][1] = make_uint4(codes[4], codes[5], codes[6], codes[7]);
-#pragma unroll
-    for (int c = 0; c < 2; ++c) blk.sa[j][c] = __shfl_sync(0xFFFFFFFFu, s.scale, (2 * t + c) * 4);
-  }
-}
-
-template <bool kTail, int WR, int TN, bool kQuantA>
+template <bool kTail, int WR, int TN>
 __device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
-                                           Block<WR, TN, kQuantA>& blk) {
+                                           Block<WR, TN>& blk) {
   const int g = lane >> 2, t = lane & 3;
   const int k = kb * kBlockK + 16 * t;
 #pragma unroll
@@ -213,31 +146,22 @@ __device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0
 #pragma unroll
   for (int j = 0; j < TN; ++j) {
     const int m = m0 + 8 * j + g;
-    if constexpr (kQuantA) {
-      if (m < p.M) {
-        load_row_bf16<kTail>(p.a16 + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) blk.x[j][i] = make_uint4(0, 0, 0, 0);
-      }
+    if (m < p.M) {
+      load_row<false, kTail>(p.a + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
     } else {
-      if (m < p.M) {
-        load_row<false, kTail>(p.a + int64_t(m) * p.a_row, k, p.K, blk.x[j]);
-      } else {
-        blk.x[j][0] = blk.x[j][1] = make_uint4(0, 0, 0, 0);
-      }
+      blk.x[j][0] = blk.x[j][1] = make_uint4(0, 0, 0, 0);
+    }
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int mc = m0 + 8 * j + 2 * t + c;
-        blk.sa[j][c] = mc < p.M ? p.a_scale[kb * p.sa_kb + mc * p.sa_m] : 0.f;
-      }
+    for (int c = 0; c < 2; ++c) {
+      const int mc = m0 + 8 * j + 2 * t + c;
+      blk.sa[j][c] = mc < p.M ? p.a_scale[kb * p.sa_kb + mc * p.sa_m] : 0.f;
     }
   }
 }
 
 // acc += (this block's products) * a_scale * b_scale, per 16 x 8 tile.
-template <int WR, int TN, bool kQuantA>
-__device__ __forceinline__ void mma_block(const Block<WR, TN, kQuantA>& blk, float (&acc)[WR][TN][4]) {
+template <int WR, int TN>
+__device__ __forceinline__ void mma_block(const Block<WR, TN>& blk, float (&acc)[WR][TN][4]) {
 #pragma unroll
   for (int i = 0; i < WR; ++i) {
 #pragma unroll
@@ -258,7 +182,7 @@ __device__ __forceinline__ void mma_block(const Block<WR, TN, kQuantA>& blk, flo
 
 // Grid: x = token tiles of 8*TN, y = groups of kWarps / k_warps weight tiles of 16*WR rows,
 // z = the C CTAs of a cluster (launched as a 1 x 1 x C cluster when C > 1). kThreads threads.
-template <int WR, int TN, bool kQuantA>
+template <int WR, int TN>
 __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams p) {
   namespace cg = cooperative_groups;
   constexpr int kVals = WR * TN * 4;  // accumulators per thread
@@ -274,17 +198,15 @@ __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams
   float acc[WR][TN][4] = {};
   const int full_kb = p.K / kBlockK;  // k-blocks with all 128 bytes inside K
   int kb = rank * k_warps + warp % k_warps;
-  detail::Block<WR, TN, kQuantA> cur, next;
+  detail::Block<WR, TN> cur, next;
   if (kb < full_kb) detail::load_block<false>(p, kb, n0, m0, lane, cur);
   for (; kb < full_kb; kb += stride) {
     if (kb + stride < full_kb) detail::load_block<false>(p, kb + stride, n0, m0, lane, next);
-    if constexpr (kQuantA) detail::quantize_block(cur, lane);
     detail::mma_block(cur, acc);
     cur = next;
   }
   if (kb < p.num_kb) {  // the partial last k-block
     detail::load_block<true>(p, kb, n0, m0, lane, cur);
-    if constexpr (kQuantA) detail::quantize_block(cur, lane);
     detail::mma_block(cur, acc);
   }
 
@@ -328,7 +250,7 @@ __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams
     const int n = n_cta + tile * 16 * WR + 16 * i + (l >> 2) + 8 * (r >> 1);
     const int m = m0 + 8 * j + 2 * (l & 3) + (r & 1);
     if (n >= p.N || m >= p.M) continue;
-    if (p.bias != nullptr) s += bf16_to_float(p.bias[int64_t(n) * p.bias_stride]);
+    if (p.bias != nullptr) s += __uint_as_float(uint32_t(p.bias[int64_t(n) * p.bias_stride]) << 16);
     p.out[int64_t(m) * p.out_sm + int64_t(n) * p.out_sn] = detail::to_bf16_bits(s);
   }
   if (cluster_size > 1) cluster.sync();  // no CTA leaves while the others read its shared memory

@@ -1,7 +1,5 @@
 // Host side of the Hopper path: operand preparation, TMA descriptors, configuration
 // choice and launch. See sm90_kernel.cuh for the kernel's design.
-#include "gemm_sm90/sm90_gemm.h"
-
 #include <cuda.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_copy.cuh"
 #include "gemm_sm90/sm90_decode.h"
+#include "gemm_sm90/sm90_gemm.h"
 #include "gemm_sm90/sm90_launch.h"
 
 // Nothing here is part of the extension's interface: keep the symbols local to it, so that
@@ -48,8 +47,9 @@ const DeviceInfo* device_info(int device) {
 
 // ---- TMA descriptors ------------------------------------------------------------------
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                   CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
 
 EncodeTiledFn encode_fn() {
   static EncodeTiledFn fn = [] {
@@ -76,8 +76,8 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64
   const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
   const cuuint32_t box[2] = {box_cols, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
-  return fn(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  return fn(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -134,7 +134,8 @@ KMajor plan_operand(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows
 // A scales M-contiguous in 16-byte aligned rows: TMA can bring each stage's BM of them.
 bool a_scales_tma_ready(const GemmArgs& g) {
   return g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 && (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M);
+         reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 &&
+         (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M);
 }
 
 bool valid_config(const TileConfig& c) {
@@ -158,8 +159,8 @@ bool a_mn_as_is(const GemmArgs& g) {
 // How run() lays a problem out for the kernel with a given configuration, and the workspace
 // that takes.
 struct Plan {
-  bool a_mn = false;     // A M-contiguous, read as it is and transposed by the consumers
-  bool copy_a = false;   // K-major copies of the operands (see a_as_is)
+  bool a_mn = false;    // A M-contiguous, read as it is and transposed by the consumers
+  bool copy_a = false;  // K-major copies of the operands (see a_as_is)
   bool copy_b = false;
   size_t workspace = 0;  // for the copies
 };
@@ -172,7 +173,8 @@ Plan make_plan(const GemmArgs& g, const TileConfig& c) {
     return TileShape<decltype(bm)::value, decltype(bn)::value>::kScalesFit;
   });
   const bool a_k_major = a_as_is(g);
-  plan.a_mn = transpose_a_in_kernel(g.M, g.N) && !a_k_major && a_scales_tma_ready(g) && scales_fit && a_mn_as_is(g);
+  plan.a_mn =
+      transpose_a_in_kernel(g.M, g.N) && !a_k_major && a_scales_tma_ready(g) && scales_fit && a_mn_as_is(g);
   plan.copy_a = !plan.a_mn && !a_k_major;
   plan.copy_b = !b_as_is(g);
   plan.workspace = (plan.copy_a ? copy_bytes(g.M, g.K) : 0) + (plan.copy_b ? copy_bytes(g.N, g.K) : 0);
@@ -193,7 +195,7 @@ size_t workspace_bytes(const GemmArgs& g) {
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   const int num_sms = info != nullptr ? info->num_sms : 0;
-  if (g.format != Fp8Format::E4M3FN || g.K == 0 || g.a_bf16 != nullptr || decode_takes(g, num_sms))
+  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g, num_sms))
     return 0;  // declined, or no copies
   return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
@@ -228,8 +230,8 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   const bool after_copy = copy_a.tiles + copy_b.tiles > 0;
   if (after_copy) {
     const CopyJobs jobs{{copy_a.tiles > 0 ? copy_a : copy_b, copy_a.tiles > 0 ? copy_b : copy_a}};
-    to_k_major_kernel<kCopyRows, kCopyK><<<unsigned(copy_a.tiles + copy_b.tiles), kCopyThreads, 0, stream>>>(
-        jobs, int(g.K));
+    to_k_major_kernel<kCopyRows, kCopyK>
+        <<<unsigned(copy_a.tiles + copy_b.tiles), kCopyThreads, 0, stream>>>(jobs, int(g.K));
     if (cudaGetLastError() != cudaSuccess) return "gemm_sm90: operand copy launch failed";
   }
 
@@ -285,10 +287,12 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
     return make_map(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.M, g.K, a_k_bytes, rows, kBlockK,
                     rows == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   };
-  const bool map_a_ok = plan.a_mn ? mn_map(&l.map_a, std::min(BM, 128)) && (BM != 192 || mn_map(&l.map_a_tail, 64))
-                                  : make_map(&l.map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M,
-                                             a.row_bytes, kBlockK, BM);
-  if (!map_a_ok || !make_map(&l.map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
+  const bool map_a_ok =
+      plan.a_mn
+          ? mn_map(&l.map_a, std::min(BM, 128)) && (BM != 192 || mn_map(&l.map_a_tail, 64))
+          : make_map(&l.map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.ptr, g.K, g.M, a.row_bytes, kBlockK, BM);
+  if (!map_a_ok ||
+      !make_map(&l.map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
     return "gemm_sm90: cannot encode the operands' TMA descriptors";
   l.sa_smem = a_scales_tma_ready(g) &&
               make_map(&l.map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
@@ -308,17 +312,14 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   return config.split > 1 ? launch_gemm<true>(l) : launch_gemm<false>(l);
 }
 
-bool quantizes_a(const GemmArgs& g) {
-  int device = 0;
-  const DeviceInfo* info = current_device(&device);
-  return g.a_bf16 != nullptr && info != nullptr && info->is_sm90 && decode_takes(g, info->num_sms);
-}
-
-Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream, bool* handled) {
+Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaStream_t stream,
+                bool* handled) {
   *handled = false;
   if (g.format != Fp8Format::E4M3FN || g.K == 0) return kOk;  // the general path takes these
-  constexpr int64_t kMaxDim = int64_t(1) << 30, kMaxTiles = int64_t(1) << 30;  // int indexing (tiles >= 64x32)
-  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim || ((g.M + 63) / 64) * ((g.N + 31) / 32) >= kMaxTiles)
+  constexpr int64_t kMaxDim = int64_t(1) << 30, kMaxTiles = int64_t(1)
+                                                            << 30;  // int indexing (tiles >= 64x32)
+  if (g.M >= kMaxDim || g.N >= kMaxDim || g.K >= kMaxDim ||
+      ((g.M + 63) / 64) * ((g.N + 31) / 32) >= kMaxTiles)
     return kOk;
   int device = 0;
   const DeviceInfo* info = current_device(&device);
@@ -327,14 +328,13 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
     *handled = true;
     return run_decode(g, choose_decode_config(g.M, g.N, g.K, info->num_sms), stream);
   }
-  if (g.a_bf16 != nullptr) return kOk;  // only the decode kernel quantizes A
   const TileConfig config = choose_config(g.M, g.N, g.K);
   const size_t needed = make_plan(g, config).workspace;
   if (needed > workspace_size || (needed > 0 && workspace == nullptr)) return kOk;
   constexpr int64_t kMaxCopyTiles = int64_t(1) << 30;  // the operand copy's grid size
-  if (needed > 0 &&
-      ((g.M + kCopyRows - 1) / kCopyRows + (g.N + kCopyRows - 1) / kCopyRows) * ((g.K + kCopyK - 1) / kCopyK) >=
-          kMaxCopyTiles)
+  if (needed > 0 && ((g.M + kCopyRows - 1) / kCopyRows + (g.N + kCopyRows - 1) / kCopyRows) *
+                            ((g.K + kCopyK - 1) / kCopyK) >=
+                        kMaxCopyTiles)
     return kOk;
   *handled = true;
   if (g.M == 0 || g.N == 0) return kOk;

@@ -130,8 +130,8 @@ __device__ __forceinline__ uint16_t to_bf16(float x) {
 // row-major order. All loads from one CTA are issued before any is summed, and the CTAs are
 // summed in rank order, so the result is deterministic.
 template <int kCols, int kRowStride, int kThreads, int kIters>
-__device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], const float* red, int split, int lo,
-                                                     int hi, int ct) {
+__device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], const float* red, int split,
+                                                     int lo, int hi, int ct) {
 #pragma unroll
   for (int i = 0; i < kIters; ++i) sum[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int q = 0; q < split; ++q) {
@@ -156,8 +156,9 @@ __device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], cons
 // MMAs' registers (a_fragments below); else A is K-major and the MMAs read it from shared memory.
 template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
-                                         uint64_t* full, uint64_t* empty, uint64_t* xfer, const float* smem_sa,
-                                         int unit, int unit_stride, int rank, int kb_begin, int kb_end) {
+                                         uint64_t* full, uint64_t* empty, uint64_t* xfer,
+                                         const float* smem_sa, int unit, int unit_stride, int rank,
+                                         int kb_begin, int kb_end) {
   using T = TileShape<BM, BN>;
   constexpr int kWN = T::kWN;
   constexpr int kStages = T::kStages;
@@ -267,7 +268,8 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
     const float* sb_next[kSc - 2];
 #pragma unroll
     for (int c = 0; c < kSc - 2; ++c)
-      sb_next[c] = p.b_scale + int64_t(min(col0 / 128 + (T::kCross ? c : c * kChunkN / 128), p.n_blocks - 1)) * p.sb_nb +
+      sb_next[c] = p.b_scale +
+                   int64_t(min(col0 / 128 + (T::kCross ? c : c * kChunkN / 128), p.n_blocks - 1)) * p.sb_nb +
                    int64_t(kb_begin) * p.sb_kb;
 
     // The K loop, compiled once per crossing class (TileShape): the position of the warpgroup's
@@ -304,7 +306,8 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
       constexpr int kAhead = (T::kConsumerWGs == 3 && kChunks == 2) || kChunkN == 192 ? 2 : 4;
       float scales[kAhead][kSc];
 
-      auto promote_chunk = [&](int c, const float(&pt)[kChunkN / 2], float sa0, float sa1, const float(&sc)[kSc]) {
+      auto promote_chunk = [&](int c, const float(&pt)[kChunkN / 2], float sa0, float sa1,
+                               const float(&sc)[kSc]) {
         if constexpr (T::kCross) {
           promote_regs_cross(chunk_acc(c), pt, sa0 * sc[2], sa1 * sc[2], sa0 * sc[3], sa1 * sc[3],
                              T::first_hi_group(kColInBlock, c));
@@ -326,7 +329,8 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
             wgmma_fp8<kChunkN>(pt, smem_desc_k128_sw128(da + 2 * kk), smem_desc_k128_sw128(db + 2 * kk), kk);
         }
         wgmma_commit();
-        if constexpr (T::kTakeTurns) named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
+        if constexpr (T::kTakeTurns)
+          named_barrier_arrive(kTurnBarrier + (ci + 1) % T::kConsumerWGs, kTurnThreads);
       };
       auto next_stage = [&] {
         if (++stage == kStages) {
@@ -537,7 +541,8 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
           if constexpr (T::kSwizzledOut) {
 #pragma unroll
             for (int box = 0; box < kChunkN / 64; ++box)
-              tma_store_2d(&map_c, cbuf + box * 8192, n0 + wg_n * kWN + c * kChunkN + box * 64, m0 + wg_m * 64);
+              tma_store_2d(&map_c, cbuf + box * 8192, n0 + wg_n * kWN + c * kChunkN + box * 64,
+                           m0 + wg_m * 64);
           } else {
             tma_store_2d(&map_c, cbuf, n0 + wg_n * kWN + c * kChunkN, m0 + wg_m * 64);
           }
@@ -581,7 +586,8 @@ __device__ __forceinline__ void consumer(const CUtensorMap& map_c, const KernelP
 // kSplit: p.split > 1 (clusters share tiles along K); the other kernels carry no split-K code.
 template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
-    fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_a_tail,
+    fp8_gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a,
+                         const __grid_constant__ CUtensorMap map_a_tail,
                          const __grid_constant__ CUtensorMap map_b, const __grid_constant__ CUtensorMap map_c,
                          const __grid_constant__ CUtensorMap map_sa, const KernelParams p) {
   using T = TileShape<BM, BN>;
@@ -669,7 +675,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       if (unit < p.num_tiles) {
         int mb, nb;
         tile_coords<BM == 192>(p, unit, mb, nb);
-        for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre) load_stage(pre, mb, nb, kb_begin + pre, 0, 0);
+        for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre)
+          load_stage(pre, mb, nb, kb_begin + pre, 0, 0);
       }
     }
   }
@@ -685,7 +692,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   if (wg == 0) {
     // ---------------- producer ----------------
     regs_decrease<T::kProducerRegs>();
-    const uint64_t first = stream_a ? l2_evict_first_policy() : 0, last = stream_a ? l2_evict_last_policy() : 0;
+    const uint64_t first = stream_a ? l2_evict_first_policy() : 0,
+                   last = stream_a ? l2_evict_last_policy() : 0;
     // The first tile's first `pre` stages are in flight already (thread 0 above).
     int stage = pre % kStages;
     uint32_t phase = pre == kStages ? 1 : 0;
@@ -710,8 +718,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       }
     }
   } else {
-    consumer<BM, BN, kSaSmem, kAMn, kSplit>(map_c, p, smem, full, empty, xfer, smem_sa, unit, unit_stride, rank,
-                                            kb_begin, kb_end);
+    consumer<BM, BN, kSaSmem, kAMn, kSplit>(map_c, p, smem, full, empty, xfer, smem_sa, unit, unit_stride,
+                                            rank, kb_begin, kb_end);
   }
 }
 

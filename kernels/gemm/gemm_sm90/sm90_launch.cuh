@@ -28,7 +28,8 @@ const KernelSetup& kernel_setup(int device, int num_sms) {
   std::call_once(once[device], [device, num_sms] {
     auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn, kSplit>;
     KernelSetup& s = setups[device];
-    s.ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes) == cudaSuccess;
+    s.ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes) ==
+           cudaSuccess;
     for (int split = 1; split <= kMaxSplit; ++split) {
       cudaLaunchConfig_t cfg = {};
       cudaLaunchAttribute attr;
@@ -80,7 +81,8 @@ Status launch_kernel(const KernelLaunch& l) {
   cfg.attrs = attrs;
   cfg.numAttrs = num_attrs;
   auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn, kSplit>;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, l.map_a, l.map_a_tail, l.map_b, l.map_c, l.map_sa, l.params);
+  cudaError_t err =
+      cudaLaunchKernelEx(&cfg, kernel, l.map_a, l.map_a_tail, l.map_b, l.map_c, l.map_sa, l.params);
   if (err != cudaSuccess && l.after_copy) {  // no programmatic launch here: plain stream order
     cudaGetLastError();
     cfg.numAttrs = num_attrs - 1;

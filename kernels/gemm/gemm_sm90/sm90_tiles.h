@@ -16,23 +16,23 @@ constexpr int kSmemLimit = 227 * 1024;
 
 struct KernelParams {
   int M, N, K;
-  int num_kb;                 // ceil(K / 128)
+  int num_kb;  // ceil(K / 128)
   int tiles_m, tiles_n, num_tiles;
-  int split;                  // CTAs per cluster sharing a tile along K
-  int group;                  // raster: `group` M-tiles walk the N tiles together, or with
-  int group_along_n;          // group_along_n `group` N-tiles walk the M tiles
-  int stream_a;               // A is read by one group of N tiles only: its loads evict first, B's last
+  int split;          // CTAs per cluster sharing a tile along K
+  int group;          // raster: `group` M-tiles walk the N tiles together, or with
+  int group_along_n;  // group_along_n `group` N-tiles walk the M tiles
+  int stream_a;       // A is read by one group of N tiles only: its loads evict first, B's last
   const float* a_scale;
   int64_t sa_kb, sa_m;
   const float* b_scale;
   int64_t sb_kb, sb_nb;
-  int n_blocks;               // ceil(N / 128)
+  int n_blocks;  // ceil(N / 128)
   uint16_t* out;
   int64_t out_sm, out_sn;
-  const uint16_t* bias;       // optional bf16 bias[n * bias_stride], added before rounding
+  const uint16_t* bias;  // optional bf16 bias[n * bias_stride], added before rounding
   int64_t bias_stride;
-  int tma_store;              // out is row-major with 16-byte rows: stage in smem, TMA store
-  int out_vec4;               // row-major out, 8-byte aligned rows: 4-element stores
+  int tma_store;  // out is row-major with 16-byte rows: stage in smem, TMA store
+  int out_vec4;   // row-major out, 8-byte aligned rows: 4-element stores
 };
 
 // How a BM x BN tile is laid on the consumer warpgroups (TileShape below explains why); the
@@ -72,8 +72,8 @@ struct TileShape {
   // setmaxnreg budgets (multiples of 8; the sum over all threads fits the 64K registers)
   static constexpr int kProducerRegs = kConsumerWGs == 3 ? 24 : 40;
   static constexpr int kConsumerRegs = kConsumerWGs == 3 ? 160 : 232;
-  static constexpr int kWgM = BM / 64;                 // consumer warpgroups along M
-  static constexpr int kWgN = kConsumerWGs / kWgM;     // consumer warpgroups along N
+  static constexpr int kWgM = BM / 64;              // consumer warpgroups along M
+  static constexpr int kWgN = kConsumerWGs / kWgM;  // consumer warpgroups along N
   static constexpr int kWN = wg_cols(BM, BN);
   static_assert(kWN == BN / kWgN, "warpgroup columns");
   static_assert(kWN == 16 || kWN == 32 || kWN == 64 || kWN == 72 || kWN == 96 || kWN == 128 || kWN == 144 ||
@@ -93,11 +93,20 @@ struct TileShape {
   // being fixed at compile time per crossing class (below).
   static constexpr bool kCross = 128 % kChunkN != 0;
   static constexpr int gcd3(int a, int b, int c) {
-    while (b) { const int t = a % b; a = b; b = t; }
-    while (c) { const int t = a % c; a = c; c = t; }
+    while (b) {
+      const int t = a % b;
+      a = b;
+      b = t;
+    }
+    while (c) {
+      const int t = a % c;
+      a = c;
+      c = t;
+    }
     return a;
   }
-  static_assert(!kCross || kWN + 128 - gcd3(BN, kWN, 128) <= 256, "a warpgroup row spans at most 2 B scale blocks");
+  static_assert(!kCross || kWN + 128 - gcd3(BN, kWN, 128) <= 256,
+                "a warpgroup row spans at most 2 B scale blocks");
   // Crossing classes: a warpgroup's first column lies at a multiple of kColStep in its B scale
   // block. Positions where every chunk crosses into the next block at the same fragment group
   // (first_hi_group: the chunk's groups before the boundary) form one class; the K loop is
@@ -131,7 +140,8 @@ struct TileShape {
   static constexpr int kStagesMax = kStagesFit < kStagesCap ? kStagesFit : kStagesCap;
   // Room for each stage's BM A scales (a_scale M-contiguous): tiles with 5 or more stages give
   // up one for them (loaded with the operands, they never stall a consumer; NOTES run 19).
-  static constexpr bool kScalesFitMax = 1024 + kStagesMax * (kStageBytes + BM * 4) + kOutBytes + kBarrierBytes <= kSmemLimit;
+  static constexpr bool kScalesFitMax =
+      1024 + kStagesMax * (kStageBytes + BM * 4) + kOutBytes + kBarrierBytes <= kSmemLimit;
   static constexpr int kStages = !kScalesFitMax && kStagesMax >= 5 ? kStagesMax - 1 : kStagesMax;
   static constexpr int kScaleBytes = kStages * BM * 4;
   static constexpr bool kScalesFit =
@@ -157,9 +167,11 @@ constexpr TileDims kTileShapes[] = {{192, 128}, {192, 144}, {128, 256}, {128, 19
 template <class F, size_t... I>
 auto with_tile_in(int BM, int BN, F& f, std::index_sequence<I...>) {
   using std::integral_constant;
-  decltype(f(integral_constant<int, kTileShapes[0].block_m>{}, integral_constant<int, kTileShapes[0].block_n>{})) r{};
+  decltype(f(integral_constant<int, kTileShapes[0].block_m>{},
+             integral_constant<int, kTileShapes[0].block_n>{})) r{};
   (void)((BM == kTileShapes[I].block_m && BN == kTileShapes[I].block_n &&
-          (r = f(integral_constant<int, kTileShapes[I].block_m>{}, integral_constant<int, kTileShapes[I].block_n>{}),
+          (r = f(integral_constant<int, kTileShapes[I].block_m>{},
+                 integral_constant<int, kTileShapes[I].block_n>{}),
            true)) ||
          ...);
   return r;

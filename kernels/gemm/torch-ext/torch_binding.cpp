@@ -2,6 +2,8 @@
 // built from them: checks every input, describes the call as a fp8gemm::GemmArgs or
 // QuantizeArgs (strides passed through, nothing copied) and runs the backend's launcher on the
 // current stream.
+#include "torch_binding.h"
+
 #include <torch/all.h>
 #include <torch/library.h>
 
@@ -12,7 +14,6 @@
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
 #include "registration.h"
-#include "torch_binding.h"
 
 #if defined(CUDA_KERNEL)
 #include <c10/cuda/CUDAGuard.h>
@@ -27,9 +28,7 @@ namespace {
 
 using fp8gemm::GemmArgs;
 
-bool is_fp8(at::ScalarType t) {
-  return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz;
-}
+bool is_fp8(at::ScalarType t) { return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz; }
 
 // [first byte, one past the last byte] that a tensor's elements can touch.
 std::pair<uintptr_t, uintptr_t> byte_span(const torch::Tensor& t) {
@@ -80,15 +79,15 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
       {"out", &out}, {"a", &a}, {"b", &b}, {"a_scale", &a_scale}, {"b_scale", &b_scale}};
   for (const auto& [name, t] : all) {
     TORCH_CHECK(t->defined(), op, ": ", name, " is an undefined tensor");
-    TORCH_CHECK(t->device() == a.device(), op, ": all tensors must be on one device; a is on ",
-                a.device(), " but ", name, " is on ", t->device());
+    TORCH_CHECK(t->device() == a.device(), op, ": all tensors must be on one device; a is on ", a.device(),
+                " but ", name, " is on ", t->device());
   }
   TORCH_CHECK(a.dim() == 2, op, ": a must be 2-D (M, K), got ", a.dim(), "-D");
   TORCH_CHECK(b.dim() == 2, op, ": b must be 2-D ", l.nt ? "(N, K)" : "(K, N)", ", got ", b.dim(), "-D");
   TORCH_CHECK(is_fp8(a.scalar_type()), op, ": a must be float8_e4m3fn or float8_e4m3fnuz, got ",
               a.scalar_type());
-  TORCH_CHECK(b.scalar_type() == a.scalar_type(), op, ": b must have a's dtype ", a.scalar_type(),
-              ", got ", b.scalar_type());
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), op, ": b must have a's dtype ", a.scalar_type(), ", got ",
+              b.scalar_type());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(l.nt ? 0 : 1);
   if (l.nt) {
     TORCH_CHECK(b.size(1) == K, op, ": b must be (N, K) = (N, ", K, ") to match a (", M, ", ", K, "), got ",
@@ -122,8 +121,9 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
   TORCH_CHECK(out.scalar_type() == at::kBFloat16, op, ": out must be bfloat16, got ", out.scalar_type());
   TORCH_CHECK(out.dim() == 2 && out.size(0) == M && out.size(1) == N, op, ": out must be (M, N) = (", M, ", ",
               N, "), got ", out.sizes());
-  TORCH_CHECK(!elements_share_memory(out), op,
-              ": out must not have elements that share memory (e.g. an expanded tensor or overlapping strides)");
+  TORCH_CHECK(
+      !elements_share_memory(out), op,
+      ": out must not have elements that share memory (e.g. an expanded tensor or overlapping strides)");
   for (const auto& [name, t] : all)
     TORCH_CHECK(t == &out || !overlaps(out, *t), op, ": out must not overlap the memory of ", name);
 }
@@ -136,8 +136,8 @@ GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, c
   args.M = a.size(0);
   args.K = a.size(1);
   args.N = b.size(nt_dim(1));
-  args.format = a.scalar_type() == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ
-                                                        : fp8gemm::Fp8Format::E4M3FN;
+  args.format =
+      a.scalar_type() == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
   args.a = static_cast<const uint8_t*>(a.data_ptr());
   args.a_stride_m = a.stride(0);
   args.a_stride_k = a.stride(1);
@@ -192,8 +192,8 @@ struct OnDevice {
 
   static torch::Device check(const char* op, const torch::Device& device) {
 #if defined(CUDA_KERNEL)
-    TORCH_CHECK(device.is_cpu() || device.is_cuda(), op, ": tensors must be on a CUDA device or the CPU, got ",
-                device);
+    TORCH_CHECK(device.is_cpu() || device.is_cuda(), op,
+                ": tensors must be on a CUDA device or the CPU, got ", device);
 #elif defined(ROCM_KERNEL)
     // ROCm builds of torch present HIP devices as "cuda".
     TORCH_CHECK(device.is_cpu() || device.is_cuda(), op,
@@ -215,7 +215,8 @@ void run_gemm(const char* op, const GemmArgs& args, const torch::Device& device)
     return;
   }
 #if defined(CUDA_KERNEL)
-  const torch::Tensor workspace = workspace_tensor(fp8gemm::gemm_cuda_workspace_bytes(args, device_sm(device)), device);
+  const torch::Tensor workspace =
+      workspace_tensor(fp8gemm::gemm_cuda_workspace_bytes(args, device_sm(device)), device);
   check_status(op, fp8gemm::gemm_cuda(args, data_or_null(workspace), size_or_zero(workspace),
                                       c10::cuda::getCurrentCUDAStream()));
 #elif defined(ROCM_KERNEL)
@@ -236,10 +237,14 @@ void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torc
 
 fp8gemm::InputType input_type(const char* op, const torch::Tensor& x) {
   switch (x.scalar_type()) {
-    case at::kBFloat16: return fp8gemm::InputType::BF16;
-    case at::kHalf: return fp8gemm::InputType::F16;
-    case at::kFloat: return fp8gemm::InputType::F32;
-    default: TORCH_CHECK(false, op, ": x must be bfloat16, float16 or float32, got ", x.scalar_type());
+    case at::kBFloat16:
+      return fp8gemm::InputType::BF16;
+    case at::kHalf:
+      return fp8gemm::InputType::F16;
+    case at::kFloat:
+      return fp8gemm::InputType::F32;
+    default:
+      TORCH_CHECK(false, op, ": x must be bfloat16, float16 or float32, got ", x.scalar_type());
   }
 }
 
@@ -294,7 +299,9 @@ int64_t quantized_columns(const char* op, const torch::Tensor& x, bool silu_and_
   return x.size(1) / 2;
 }
 
-const char* quantize_op_name(bool silu_and_mul) { return silu_and_mul ? "silu_and_mul_quantize" : "quantize"; }
+const char* quantize_op_name(bool silu_and_mul) {
+  return silu_and_mul ? "silu_and_mul_quantize" : "quantize";
+}
 
 std::tuple<torch::Tensor, torch::Tensor> quantize_meta(const torch::Tensor& x, at::ScalarType dtype,
                                                        bool silu_and_mul) {
@@ -309,19 +316,23 @@ struct LinearShape {
 LinearShape check_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& scale,
                          const std::optional<torch::Tensor>& bias) {
   const char* op = "fp8_linear";
-  TORCH_CHECK(x.defined() && weight.defined() && scale.defined(), op, ": x, weight and weight_scale_inv are required");
+  TORCH_CHECK(x.defined() && weight.defined() && scale.defined(), op,
+              ": x, weight and weight_scale_inv are required");
   input_type(op, x);
   TORCH_CHECK(x.dim() >= 1, op, ": x must be (..., in_features), got a 0-D tensor");
-  TORCH_CHECK(weight.dim() == 2, op, ": weight must be 2-D (out_features, in_features), got ", weight.dim(), "-D");
+  TORCH_CHECK(weight.dim() == 2, op, ": weight must be 2-D (out_features, in_features), got ", weight.dim(),
+              "-D");
   TORCH_CHECK(is_fp8(weight.scalar_type()), op, ": weight must be float8_e4m3fn or float8_e4m3fnuz, got ",
               weight.scalar_type());
   const int64_t N = weight.size(0), K = weight.size(1);
-  TORCH_CHECK(x.size(-1) == K, op, ": x must be (..., ", K, ") to match weight (", N, ", ", K, "), got ", x.sizes());
-  const int64_t n_blocks = fp8gemm::ceil_div(N, fp8gemm::kScaleBlock), k_blocks = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
+  TORCH_CHECK(x.size(-1) == K, op, ": x must be (..., ", K, ") to match weight (", N, ", ", K, "), got ",
+              x.sizes());
+  const int64_t n_blocks = fp8gemm::ceil_div(N, fp8gemm::kScaleBlock),
+                k_blocks = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
   TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.dim() == 2 && scale.size(0) == n_blocks &&
                   scale.size(1) == k_blocks,
-              op, ": weight_scale_inv must be float32 (ceil(out/128), ceil(in/128)) = (", n_blocks, ", ", k_blocks,
-              "), got ", scale.scalar_type(), " ", scale.sizes());
+              op, ": weight_scale_inv must be float32 (ceil(out/128), ceil(in/128)) = (", n_blocks, ", ",
+              k_blocks, "), got ", scale.scalar_type(), " ", scale.sizes());
   std::vector<const torch::Tensor*> all{&weight, &scale};
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, op, ": bias must be (", N, "), got ", bias->sizes());
@@ -343,7 +354,8 @@ std::vector<int64_t> linear_output_sizes(const torch::Tensor& x, int64_t N) {
 
 }  // namespace
 
-std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
+std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype,
+                                                  bool silu_and_mul) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
@@ -363,8 +375,8 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
   sizes.back() /= 2;
   TORCH_CHECK(out.sizes() == at::IntArrayRef(sizes) && out.scalar_type() == x.scalar_type() &&
                   out.device() == x.device(),
-              op, ": out must be ", at::IntArrayRef(sizes), " ", x.scalar_type(), " on ", x.device(), ", got ",
-              out.sizes(), " ", out.scalar_type(), " on ", out.device());
+              op, ": out must be ", at::IntArrayRef(sizes), " ", x.scalar_type(), " on ", x.device(),
+              ", got ", out.sizes(), " ", out.scalar_type(), " on ", out.device());
   TORCH_CHECK(out.is_contiguous() && !overlaps(out, x), op, ": out must be contiguous and not overlap x");
   const OnDevice on(op, x.device());
   const int64_t d = sizes.back();
@@ -389,8 +401,8 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
 #endif
 }
 
-torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale_inv,
-                         const std::optional<torch::Tensor>& bias) {
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                         const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias) {
   const char* op = "fp8_linear";
   const auto [K, N] = check_linear(x, weight, weight_scale_inv, bias);
   const OnDevice on(op, x.device());
@@ -418,27 +430,14 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, co
     args.bias = reinterpret_cast<const uint16_t*>(bias16.data_ptr());
     args.bias_stride = bias16.stride(0);
   }
-  bool fused = false;
-#if defined(CUDA_KERNEL)
-  if (x.device().is_cuda() && rows.scalar_type() == at::kBFloat16 && M > 0 && N > 0 && K > 0) {
-    args.a_bf16 = reinterpret_cast<const uint16_t*>(rows.data_ptr());
-    args.a_stride_m = rows.stride(0);
-    args.a_stride_k = rows.stride(1);
-    fused = fp8gemm::gemm_cuda_quantizes_a(args, device_sm(x.device()));
-    if (!fused) args.a_bf16 = nullptr;
-  }
-#endif
-  torch::Tensor q, scale;  // kept alive until the GEMM is queued
-  if (!fused) {
-    std::tie(q, scale) = empty_quantized(M, K, weight.scalar_type(), x.device());
-    run_quantize(op, rows, false, q, scale);
-    args.a = static_cast<const uint8_t*>(q.data_ptr());
-    args.a_stride_m = q.stride(0);
-    args.a_stride_k = q.stride(1);
-    args.a_scale = scale.data_ptr<float>();
-    args.a_scale_stride_kb = scale.stride(1);
-    args.a_scale_stride_m = scale.stride(0);
-  }
+  auto [q, scale] = empty_quantized(M, K, weight.scalar_type(), x.device());
+  run_quantize(op, rows, false, q, scale);
+  args.a = static_cast<const uint8_t*>(q.data_ptr());
+  args.a_stride_m = q.stride(0);
+  args.a_stride_k = q.stride(1);
+  args.a_scale = scale.data_ptr<float>();
+  args.a_scale_stride_kb = scale.stride(1);
+  args.a_scale_stride_m = scale.stride(0);
   run_gemm(op, args, x.device());
   const torch::Tensor result = out.view(linear_output_sizes(x, N));
   return x.scalar_type() == at::kBFloat16 ? result : result.to(x.scalar_type());
@@ -447,19 +446,20 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, co
 namespace {
 
 torch::Tensor fp8_linear_meta(const torch::Tensor& x, const torch::Tensor& weight,
-                              const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias) {
+                              const torch::Tensor& weight_scale_inv,
+                              const std::optional<torch::Tensor>& bias) {
   return torch::empty(linear_output_sizes(x, check_linear(x, weight, weight_scale_inv, bias).N), x.options());
 }
 
 }  // namespace
 
-void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-          const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
+          const torch::Tensor& b_scale) {
   run(kGemm, out, a, b, a_scale, b_scale);
 }
 
-void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-             const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
+             const torch::Tensor& b_scale) {
   run(kGemmNt, out, a, b, a_scale, b_scale);
 }
 

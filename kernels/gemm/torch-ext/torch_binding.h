@@ -5,14 +5,14 @@
 // out = gemm(a, b, a_scale, b_scale): FP8 block-scaled GEMM into a bf16 `out`.
 // Shapes: a (M, K), b (K, N), a_scale (ceil(K/128), M), b_scale (ceil(K/128), ceil(N/128)),
 // out (M, N). Any strides.
-void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-          const torch::Tensor& a_scale, const torch::Tensor& b_scale);
+void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
+          const torch::Tensor& b_scale);
 
 // out = gemm_nt(a, b, a_scale, b_scale) = gemm(a, b.T, a_scale.T, b_scale.T): the same product
 // in the layout of DeepGEMM, vLLM and torch._scaled_mm. Shapes: a (M, K), b (N, K),
 // a_scale (M, ceil(K/128)), b_scale (ceil(N/128), ceil(K/128)), out (M, N). Any strides.
-void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-             const torch::Tensor& a_scale, const torch::Tensor& b_scale);
+void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
+             const torch::Tensor& b_scale);
 
 // Makes later CUDA calls take the general path (also: environment GEMM_FORCE_GENERAL=1).
 // No effect on other backends.
@@ -22,7 +22,8 @@ bool general_path_forced();
 // (q, scale) = quantize(x, dtype, silu_and_mul): x (M, K) bf16/fp16/fp32 -> q (M, K) FP8 row-major and
 // scale (M, ceil(K/128)) float32 with strides (1, M); with silu_and_mul, x is (M, 2K) and
 // silu(x[:, :K]) * x[:, K:] is quantized. Rounding: gemm_common/fp8_quantize.h.
-std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype, bool silu_and_mul);
+std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype,
+                                                  bool silu_and_mul);
 
 // out = silu(x[..., :d]) * x[..., d:] in x's dtype.
 void silu_and_mul(torch::Tensor& out, const torch::Tensor& x);
@@ -30,5 +31,5 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x);
 // The FP8 linear layer: x (..., K) bf16/fp16/fp32, weight (N, K) FP8 with one float32 scale per
 // 128x128 block, optional bias (N): returns (..., N) in x's dtype, accumulated in fp32, the bias
 // added before the one rounding to bf16.
-torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& weight_scale_inv,
-                         const std::optional<torch::Tensor>& bias);
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                         const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias);
