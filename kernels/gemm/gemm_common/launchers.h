@@ -24,6 +24,9 @@ size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm);
 // Forces the general path for later calls (initially: environment GEMM_FORCE_GENERAL=1).
 void gemm_cuda_force_general(bool force);
 bool gemm_cuda_general_forced();
+// Makes later Hopper calls on the wgmma tiles use block_m x block_n, split (block_m 0: the
+// tuned tables and cost model again). kOk, or why not (no Hopper path, no such tile).
+Status gemm_cuda_force_tile(int block_m, int block_n, int split);
 
 // gemm_rocm/ (the ROCm helper implements these): same contract as gemm_cuda.
 Status gemm_rocm(const GemmArgs& args, void* workspace, size_t workspace_bytes, hipStream_t stream);

@@ -37,7 +37,9 @@ Status current_device_sm(int* sm) {
 }
 
 // The sm90 hooks are weak: null unless the Hopper sources were linked into this library.
-bool hopper_path_linked() { return &sm90::try_gemm != nullptr && &sm90::workspace_bytes != nullptr; }
+bool hopper_path_linked() {
+  return &sm90::try_gemm != nullptr && &sm90::workspace_bytes != nullptr && &sm90::force_config != nullptr;
+}
 
 bool hopper_path_applies(const GemmArgs& args, int device_sm) {
   return device_sm == kHopperSm && hopper_path_linked() && !gemm_cuda_general_forced() && args.M > 0 &&
@@ -49,6 +51,11 @@ bool hopper_path_applies(const GemmArgs& args, int device_sm) {
 void gemm_cuda_force_general(bool force) { force_general_flag() = force; }
 
 bool gemm_cuda_general_forced() { return force_general_flag(); }
+
+Status gemm_cuda_force_tile(int block_m, int block_n, int split) {
+  if (!hopper_path_linked()) return "force_tile_config: this build has no Hopper (sm_90a) path";
+  return sm90::force_config(block_m, block_n, split);
+}
 
 size_t gemm_cuda_workspace_bytes(const GemmArgs& args, int device_sm) {
   return hopper_path_applies(args, device_sm) ? sm90::workspace_bytes(args) : 0;

@@ -28,6 +28,11 @@ namespace fp8gemm::sm90 {
 // Device bytes of scratch try_gemm needs for args (0 when it needs none or would decline).
 __attribute__((weak, visibility("hidden"))) size_t workspace_bytes(const GemmArgs& args);
 
+// Makes later calls that take the wgmma tiles use this configuration (block_m 0: the tables'
+// and cost model's again); an error message for a tile without kernels. The decode kernel
+// still takes the problems it takes (GEMM_FORCE_NO_DECODE=1 switches it off).
+__attribute__((weak, visibility("hidden"))) Status force_config(int block_m, int block_n, int split);
+
 // Queues the Hopper kernel for args on stream and sets *launched = true, or sets
 // *launched = false and returns kOk to decline (the dispatch then runs the general path).
 // Any other return value is an error message (static string); nothing aborts.

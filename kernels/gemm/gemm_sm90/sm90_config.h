@@ -66,27 +66,10 @@ constexpr TunedSmallM kTunedSmallM[] = {
 // (pipeline fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were fitted to
 // run 27's timings of every candidate on 46 shapes (DESIGN.md run 27g); the cost of a split whose partials
 // are pushed is the median over such splits in run 38's sweep.
+// (The rates are kTileShapes' kblock_us, sm90_tiles.h.)
 inline double kblock_us(const TileConfig& c) {
-  if (c.block_m == 192) return c.block_n == 144 ? 0.69 : 0.56;
-  if (c.block_m == 128) {
-    switch (c.block_n) {
-      case 256:
-        return 0.87;
-      case 192:
-        return 0.60;
-      case 144:
-        return 0.49;
-      case 128:
-        return 0.39;
-      case 96:
-        return 0.35;
-      case 72:
-        return 0.33;
-      default:
-        return 0.30;
-    }
-  }
-  return c.block_n == 256 ? 0.47 : c.block_n == 192 ? 0.38 : c.block_n == 144 ? 0.30 : 0.29;
+  const TileDims* tile = find_tile(c.block_m, c.block_n);
+  return tile != nullptr ? tile->kblock_us : 0.0;
 }
 
 struct CostModel {

@@ -3,6 +3,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <utility>
 
@@ -139,9 +140,19 @@ bool a_scales_tma_ready(const GemmArgs& g) {
 }
 
 bool valid_config(const TileConfig& c) {
-  bool tile = false;
-  for (const TileDims& t : kTileShapes) tile = tile || (t.block_m == c.block_m && t.block_n == c.block_n);
-  return tile && c.split >= 1 && c.split <= kMaxSplit;
+  return find_tile(c.block_m, c.block_n) != nullptr && c.split >= 1 && c.split <= kMaxSplit;
+}
+
+// The configuration force_config() set (block_m 0: none), packed to be read without a lock.
+std::atomic<uint64_t> forced_config{0};
+
+uint64_t pack(const TileConfig& c) {
+  return uint64_t(uint16_t(c.block_m)) | uint64_t(uint16_t(c.block_n)) << 16 |
+         uint64_t(uint16_t(c.split)) << 32;
+}
+
+TileConfig unpack(uint64_t packed) {
+  return {int(packed & 0xFFFF), int((packed >> 16) & 0xFFFF), int((packed >> 32) & 0xFFFF)};
 }
 
 // Whether TMA reads an operand as it lies: K-major (or, for A, M-contiguous), at a pitch that
@@ -200,7 +211,19 @@ size_t workspace_bytes(const GemmArgs& g) {
   return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
 
+Status force_config(int block_m, int block_n, int split) {
+  const TileConfig c{block_m, block_n, split};
+  if (block_m == 0) {
+    forced_config = 0;
+    return kOk;
+  }
+  if (!valid_config(c)) return "gemm_sm90: no kernel for this tile (see kTileShapes) or split outside 1..4";
+  forced_config = pack(c);
+  return kOk;
+}
+
 TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
+  if (const uint64_t forced = forced_config; forced != 0) return unpack(forced);
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || info->num_sms == 0) return kCandidates[0];

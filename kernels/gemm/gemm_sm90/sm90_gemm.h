@@ -13,8 +13,7 @@
 namespace fp8gemm::sm90 {
 
 // One launch shape: output tile BM x BN, and how many CTAs (one cluster) share a tile
-// along K. Valid tiles: 192x128, 192x144, 128x256, 128x192, 128x144, 128x128, 128x96, 128x72,
-// 128x64, 64x128, 64x144, 64x192, 64x256, and for small M 64x64, 64x32; split 1 to kMaxSplit.
+// along K. Valid tiles: the entries of kTileShapes (sm90_tiles.h); split 1 to kMaxSplit.
 constexpr int kMaxSplit = 4;
 struct TileConfig {
   int block_m = 128;
@@ -22,7 +21,8 @@ struct TileConfig {
   int split = 1;
 };
 
-// The configuration this path uses for a problem size on the current device.
+// The configuration this path uses for a problem size on the current device: the one
+// force_config() set, else the tuned tables' or the cost model's.
 TileConfig choose_config(int64_t M, int64_t N, int64_t K);
 
 // Runs the GEMM with a given configuration. `args` must be supported (see try_gemm).

@@ -156,13 +156,24 @@ struct TileShape {
   static_assert(2 * kStages * 8 + 16 <= kBarrierBytes, "full, empty and xfer barriers");
 };
 
-// The tile shapes that have kernels (sm90_gemm.h lists them for users).
+// The Hopper tile set: every tile shape that has kernels and its cost-model rate, from the one
+// table gemm_sm90/tile_shapes.def (which says what adding a shape does).
 struct TileDims {
   int block_m, block_n;
+  double kblock_us;
 };
-constexpr TileDims kTileShapes[] = {{192, 128}, {192, 144}, {128, 256}, {128, 192}, {128, 144},
-                                    {128, 128}, {128, 96},  {128, 72},  {128, 64},  {64, 128},
-                                    {64, 144},  {64, 192},  {64, 256},  {64, 64},   {64, 32}};
+constexpr TileDims kTileShapes[] = {
+#define SM90_TILE(block_m, block_n, kblock_us) {block_m, block_n, kblock_us},
+#include "gemm_sm90/tile_shapes.def"
+#undef SM90_TILE
+};
+
+// The entry of kTileShapes for BM x BN, or nullptr.
+constexpr const TileDims* find_tile(int block_m, int block_n) {
+  for (const TileDims& t : kTileShapes)
+    if (t.block_m == block_m && t.block_n == block_n) return &t;
+  return nullptr;
+}
 
 template <class F, size_t... I>
 auto with_tile_in(int BM, int BN, F& f, std::index_sequence<I...>) {

@@ -412,32 +412,13 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
   const bool has_bias = bias.has_value() && bias->defined();
   const torch::Tensor bias16 = has_bias ? bias->to(at::kBFloat16) : torch::Tensor();
 
-  GemmArgs args;
-  args.M = M;
-  args.N = N;
-  args.K = K;
-  args.format = fp8_format(op, weight.scalar_type());
-  args.b = static_cast<const uint8_t*>(weight.data_ptr());
-  args.b_stride_k = weight.stride(1);
-  args.b_stride_n = weight.stride(0);
-  args.b_scale = weight_scale_inv.data_ptr<float>();
-  args.b_scale_stride_kb = weight_scale_inv.stride(1);
-  args.b_scale_stride_nb = weight_scale_inv.stride(0);
-  args.out = reinterpret_cast<uint16_t*>(out.data_ptr());
-  args.out_stride_m = out.stride(0);
-  args.out_stride_n = out.stride(1);
+  auto [q, scale] = empty_quantized(M, K, weight.scalar_type(), x.device());
+  run_quantize(op, rows, false, q, scale);
+  GemmArgs args = describe(kGemmNt, out, q, weight, scale, weight_scale_inv);
   if (has_bias) {
     args.bias = reinterpret_cast<const uint16_t*>(bias16.data_ptr());
     args.bias_stride = bias16.stride(0);
   }
-  auto [q, scale] = empty_quantized(M, K, weight.scalar_type(), x.device());
-  run_quantize(op, rows, false, q, scale);
-  args.a = static_cast<const uint8_t*>(q.data_ptr());
-  args.a_stride_m = q.stride(0);
-  args.a_stride_k = q.stride(1);
-  args.a_scale = scale.data_ptr<float>();
-  args.a_scale_stride_kb = scale.stride(1);
-  args.a_scale_stride_m = scale.stride(0);
   run_gemm(op, args, x.device());
   const torch::Tensor result = out.view(linear_output_sizes(x, N));
   return x.scalar_type() == at::kBFloat16 ? result : result.to(x.scalar_type());
@@ -468,6 +449,15 @@ void force_general_path(bool force) {
   fp8gemm::gemm_cuda_force_general(force);
 #else
   (void)force;
+#endif
+}
+
+void force_tile_config(int64_t block_m, int64_t block_n, int64_t split) {
+#if defined(CUDA_KERNEL)
+  check_status("force_tile_config", fp8gemm::gemm_cuda_force_tile(int(block_m), int(block_n), int(split)));
+#else
+  (void)block_m, (void)block_n, (void)split;
+  TORCH_CHECK(false, "force_tile_config: this build has no Hopper (sm_90a) path");
 #endif
 }
 
@@ -503,6 +493,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("fp8_linear", torch::kMeta, &fp8_linear_meta);
   ops.def("force_general_path(bool force) -> ()", &force_general_path);
   ops.def("general_path_forced() -> bool", &general_path_forced);
+  ops.def("force_tile_config(int block_m, int block_n, int split) -> ()", &force_tile_config);
 }
 
 REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

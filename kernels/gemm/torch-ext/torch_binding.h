@@ -19,6 +19,11 @@ void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
 void force_general_path(bool force);
 bool general_path_forced();
 
+// Makes later Hopper calls on the wgmma tiles use block_m x block_n with `split` CTAs per tile
+// (block_m 0: the tuned tables and cost model again); raises on builds without that path or
+// for a tile without kernels (gemm_sm90/tile_shapes.def).
+void force_tile_config(int64_t block_m, int64_t block_n, int64_t split);
+
 // (q, scale) = quantize(x, dtype, silu_and_mul): x (M, K) bf16/fp16/fp32 -> q (M, K) FP8 row-major and
 // scale (M, ceil(K/128)) float32 with strides (1, M); with silu_and_mul, x is (M, 2K) and
 // silu(x[:, :K]) * x[:, K:] is quantized. Rounding: gemm_common/fp8_quantize.h.

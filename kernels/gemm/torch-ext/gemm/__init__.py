@@ -20,6 +20,7 @@ __all__ = [
     "silu_and_mul",
     "quantize_per_block",
     "force_general_path",
+    "force_tile_config",
 ]
 
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
@@ -258,6 +259,21 @@ def force_general_path(force: bool) -> bool:
     previous = bool(ops.general_path_forced())
     ops.force_general_path(bool(force))
     return previous
+
+
+def force_tile_config(config: tuple[int, int, int] | None) -> None:
+    """Makes later CUDA calls that take Hopper's wgmma tiles use one configuration, for sweeps.
+
+    Args:
+        config: ``(block_m, block_n, split)``: a tile of ``gemm_sm90/tile_shapes.def`` and 1-4
+            CTAs per tile; ``None`` returns to the tuned tables and the cost model. Problems the
+            decode kernel takes still go there (``GEMM_FORCE_NO_DECODE=1`` switches it off).
+
+    Raises:
+        RuntimeError: on builds without the Hopper path, or for a tile without kernels.
+    """
+    block_m, block_n, split = config if config is not None else (0, 0, 1)
+    ops.force_tile_config(block_m, block_n, split)
 
 
 from . import layers  # noqa: E402, F401  (layers imports the functions above)
