@@ -1,5 +1,8 @@
-"""force_tile_config: Python picks the Hopper tile (for sweeps); the tile table parses."""
+"""The Hopper tile set: force_tile_config (Python picks the tile, for sweeps), the tile table
+parses, and the wgmma wrappers are their generator's output."""
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,3 +55,20 @@ def test_every_forced_tile_computes_the_product(kernel, rng):
             kernel.force_tile_config((100, 100, 1))
     finally:
         kernel.force_tile_config(None)
+
+
+@pytest.mark.skipif(shutil.which("clang-format") is None, reason="needs clang-format (the dev extra has it)")
+def test_wgmma_header_is_the_generators_output():
+    """gemm_sm90/wgmma_fp8.cuh is gemm_sm90/wgmma_fp8.py's output after clang-format."""
+    sm90 = Path(__file__).resolve().parents[1] / "gemm_sm90"
+    generated = subprocess.run(
+        [sys.executable, str(sm90 / "wgmma_fp8.py")], check=True, capture_output=True, text=True
+    ).stdout
+    formatted = subprocess.run(
+        ["clang-format", f"--assume-filename={sm90 / 'wgmma_fp8.cuh'}"],
+        input=generated,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert formatted == (sm90 / "wgmma_fp8.cuh").read_text(), "regenerate: see the docstring of wgmma_fp8.py"

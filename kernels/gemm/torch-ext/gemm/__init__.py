@@ -265,9 +265,9 @@ def force_tile_config(config: tuple[int, int, int] | None) -> None:
     """Makes later CUDA calls that take Hopper's wgmma tiles use one configuration, for sweeps.
 
     Args:
-        config: ``(block_m, block_n, split)``: a tile of ``gemm_sm90/tile_shapes.def`` and 1-4
-            CTAs per tile; ``None`` returns to the tuned tables and the cost model. Problems the
-            decode kernel takes still go there (``GEMM_FORCE_NO_DECODE=1`` switches it off).
+        config: ``(block_m, block_n, split)``: a tile shape the Hopper path has kernels for and
+            1-4 CTAs per tile; ``None`` returns to the tuned tables and the cost model. Problems
+            the decode kernel takes still go there (``GEMM_FORCE_NO_DECODE=1`` switches it off).
 
     Raises:
         RuntimeError: on builds without the Hopper path, or for a tile without kernels.
