@@ -4,9 +4,9 @@ projections timed alone, next to the bfloat16 `F.linear` it replaces.
 Per token count and projection (gate_up 7168 -> 4096, down 2048 -> 7168), CUDA-graph replays of
 one call each (median of --reps, CUDA events, all pieces interleaved call by call):
 - `bf16`: `F.linear` with the dequantized weight;
-- `fp8_linear`: the layer's one op (quantization inside the decode kernel where it takes the shape);
-- `quantize` and `gemm_nt`: the two launches fp8_linear makes elsewhere, timed apart, and
-  `quantize+gemm_nt`: both in one graph (what fp8_linear would cost without the fused path);
+- `fp8_linear`: the layer's one op;
+- `quantize` and `gemm_nt`: the two launches fp8_linear makes, timed apart, and
+  `quantize+gemm_nt`: both in one graph, from Python (what fp8_linear saves over the chain);
 - `silu_and_mul` / `silu_and_mul_quantize` (gate_up's output, the down projection's input).
 
     LOCAL_KERNELS=kernels-community/gemm=kernels/gemm python kernels/gemm/benchmarks/layer_breakdown.py

@@ -78,6 +78,20 @@ struct CostModel {
   double pushed_split_overhead_us = 4.0;  // the same, for splits of 2 that push partials (run 38)
 };
 
+// Every configuration the tables and the cost model can pick has kernels: a shape missing from
+// tile_shapes.def would otherwise be rated free and then refused at launch.
+constexpr bool tables_have_kernels() {
+  for (const TileConfig& c : kCandidates)
+    if (find_tile(c.block_m, c.block_n) == nullptr) return false;
+  for (const TunedShape& t : kTuned)
+    if (find_tile(t.config.block_m, t.config.block_n) == nullptr) return false;
+  for (const TunedSmallM& t : kTunedSmallM)
+    if (find_tile(t.config.block_m, t.config.block_n) == nullptr) return false;
+  return true;
+}
+static_assert(tables_have_kernels(),
+              "a tile of kCandidates, kTuned or kTunedSmallM is not in tile_shapes.def");
+
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
                           const int (&clusters)[kMaxSplit + 1], const CostModel& cm = CostModel{}) {
   const int64_t tiles = ((M + c.block_m - 1) / c.block_m) * ((N + c.block_n - 1) / c.block_n);

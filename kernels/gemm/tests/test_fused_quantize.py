@@ -163,3 +163,34 @@ def test_fp8_linear_empty(kernel, device, fp8_dtype):
     scale = torch.ones(2, 1, device=device)
     out = kernel.fp8_linear(torch.zeros(0, 128, device=device, dtype=torch.bfloat16), weight, scale)
     assert out.shape == (0, 256)
+
+
+def test_fp8_linear_and_quantize_compile_once_for_every_token_count(kernel, device, fp8_dtype):
+    """The fake kernels keep symbolic sizes: a token count marked dynamic compiles one graph."""
+    from torch._dynamo.testing import CompileCounter
+
+    weight = torch.zeros(256, 384, device=device).to(fp8_dtype)
+    scale = torch.ones(2, 3, device=device)
+
+    def layer(x):
+        q, s = kernel.quantize_per_token_group(x)
+        return kernel.fp8_linear(x, weight, scale), q, s
+
+    counter = CompileCounter()
+    compiled = torch.compile(layer, backend=counter, fullgraph=True)
+    for tokens in (3, 5, 9, 17):
+        x = torch.randn(tokens, 384, device=device, dtype=torch.bfloat16)
+        torch._dynamo.mark_dynamic(x, 0)
+        out, q, s = compiled(x)
+        assert out.shape == (tokens, 256) and q.shape == (tokens, 384) and s.shape == (tokens, 3)
+        assert s.stride() == (1, tokens)
+    assert counter.frame_count == 1
+
+
+def test_fp8_linear_with_no_input_columns_gives_the_bias(kernel, device, fp8_dtype):
+    weight = torch.zeros(5, 0, device=device).to(fp8_dtype)
+    scale = torch.ones(1, 0, device=device)
+    bias = torch.arange(5, device=device, dtype=torch.bfloat16)
+    out = kernel.fp8_linear(torch.zeros(2, 3, 0, device=device, dtype=torch.bfloat16), weight, scale, bias)
+    assert out.shape == (2, 3, 5) and torch.equal(out, bias.expand(2, 3, 5))
+    assert kernel.silu_and_mul(torch.zeros(4, 0, device=device)).shape == (4, 0)

@@ -38,6 +38,7 @@ def test_a_bad_table_line_is_an_error(tmp_path):
 def test_builds_without_the_hopper_path_say_so(kernel):
     with pytest.raises(RuntimeError, match="no Hopper"):
         kernel.force_tile_config((128, 128, 1))
+    kernel.force_tile_config(None)  # going back to the default is always fine
 
 
 @pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
@@ -53,6 +54,25 @@ def test_every_forced_tile_computes_the_product(kernel, rng):
             assert verify(out, a, b, a_scale, b_scale).ok, (block_m, block_n)
         with pytest.raises(RuntimeError, match="no kernel for this tile"):
             kernel.force_tile_config((100, 100, 1))
+    finally:
+        kernel.force_tile_config(None)
+
+
+@pytest.mark.skipif(not is_hopper(), reason="needs an sm_90 GPU")
+def test_the_bias_is_added_once_on_every_split(kernel, rng):
+    """fp8_linear with a bias on forced tiles and splits 1-4: the split-K paths (partials pushed
+    to the peer CTA, or reduced over the cluster) add it once, as the unsplit ones do."""
+    x = torch.randn(200, 1024, generator=rng, device="cuda").to(torch.bfloat16)
+    w = torch.randn(520, 1024, generator=rng, device="cuda") / 32
+    weight, scale = kernel.quantize_per_block(w)
+    bias = torch.randn(520, generator=rng, device="cuda").to(torch.bfloat16) * 4
+    expected = kernel.fp8_linear(x, weight, scale).float() + bias.float()
+    try:
+        for tile in ((128, 128), (64, 128), (128, 64)):
+            for split in (1, 2, 3, 4):
+                kernel.force_tile_config((*tile, split))
+                got = kernel.fp8_linear(x, weight, scale, bias).float()
+                torch.testing.assert_close(got, expected, rtol=2**-7, atol=2**-6, msg=f"{tile} split {split}")
     finally:
         kernel.force_tile_config(None)
 

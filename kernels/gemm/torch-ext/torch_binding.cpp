@@ -303,10 +303,9 @@ const char* quantize_op_name(bool silu_and_mul) {
   return silu_and_mul ? "silu_and_mul_quantize" : "quantize";
 }
 
-std::tuple<torch::Tensor, torch::Tensor> quantize_meta(const torch::Tensor& x, at::ScalarType dtype,
-                                                       bool silu_and_mul) {
-  const char* op = quantize_op_name(silu_and_mul);
-  return empty_quantized(x.size(0), quantized_columns(op, x, silu_and_mul), dtype, x.device());
+// Rows of x (..., cols) as one dimension; -1 cannot be used where cols is 0.
+int64_t leading_rows(const torch::Tensor& x) {
+  return c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 1);
 }
 
 struct LinearShape {
@@ -360,7 +359,7 @@ std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::Sc
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
   fp8_format(op, dtype);
-  auto [q, scale] = quantize_meta(x, dtype, silu_and_mul);
+  auto [q, scale] = empty_quantized(x.size(0), quantized_columns(op, x, silu_and_mul), dtype, x.device());
   const OnDevice on(op, x.device());
   run_quantize(op, x, silu_and_mul, q, scale);
   return {q, scale};
@@ -380,7 +379,7 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
   TORCH_CHECK(out.is_contiguous() && !overlaps(out, x), op, ": out must be contiguous and not overlap x");
   const OnDevice on(op, x.device());
   const int64_t d = sizes.back();
-  const torch::Tensor rows = x.reshape({-1, 2 * d});
+  const torch::Tensor rows = x.reshape({leading_rows(x), 2 * d});
   if (x.device().is_cpu() || rows.stride(1) != 1) {
     const torch::Tensor gate = rows.narrow(1, 0, d).to(at::kFloat), up = rows.narrow(1, d, d).to(at::kFloat);
     out.copy_((gate * torch::sigmoid(gate) * up).view(sizes));
@@ -406,7 +405,7 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
   const char* op = "fp8_linear";
   const auto [K, N] = check_linear(x, weight, weight_scale_inv, bias);
   const OnDevice on(op, x.device());
-  const torch::Tensor rows = x.reshape({-1, K});
+  const torch::Tensor rows = x.reshape({leading_rows(x), K});
   const int64_t M = rows.size(0);
   torch::Tensor out = torch::empty({M, N}, x.options().dtype(at::kBFloat16));
   const bool has_bias = bias.has_value() && bias->defined();
@@ -423,16 +422,6 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
   const torch::Tensor result = out.view(linear_output_sizes(x, N));
   return x.scalar_type() == at::kBFloat16 ? result : result.to(x.scalar_type());
 }
-
-namespace {
-
-torch::Tensor fp8_linear_meta(const torch::Tensor& x, const torch::Tensor& weight,
-                              const torch::Tensor& weight_scale_inv,
-                              const std::optional<torch::Tensor>& bias) {
-  return torch::empty(linear_output_sizes(x, check_linear(x, weight, weight_scale_inv, bias).N), x.options());
-}
-
-}  // namespace
 
 void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
           const torch::Tensor& b_scale) {
@@ -453,11 +442,15 @@ void force_general_path(bool force) {
 }
 
 void force_tile_config(int64_t block_m, int64_t block_n, int64_t split) {
+  constexpr int64_t kMaxDim = 1024;
+  TORCH_CHECK(block_m >= 0 && block_m <= kMaxDim && block_n >= 0 && block_n <= kMaxDim && split >= 0 &&
+                  split <= kMaxDim,
+              "force_tile_config: no kernel for tile ", block_m, "x", block_n, " split ", split);
 #if defined(CUDA_KERNEL)
   check_status("force_tile_config", fp8gemm::gemm_cuda_force_tile(int(block_m), int(block_n), int(split)));
 #else
-  (void)block_m, (void)block_n, (void)split;
-  TORCH_CHECK(false, "force_tile_config: this build has no Hopper (sm_90a) path");
+  (void)block_n, (void)split;
+  TORCH_CHECK(block_m == 0, "force_tile_config: this build has no Hopper (sm_90a) path");
 #endif
 }
 
@@ -489,8 +482,6 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul", torch::kCUDA, &silu_and_mul);
   ops.impl("fp8_linear", torch::kCUDA, &fp8_linear);
 #endif
-  ops.impl("quantize", torch::kMeta, &quantize_meta);
-  ops.impl("fp8_linear", torch::kMeta, &fp8_linear_meta);
   ops.def("force_general_path(bool force) -> ()", &force_general_path);
   ops.def("general_path_forced() -> bool", &general_path_forced);
   ops.def("force_tile_config(int block_m, int block_n, int split) -> ()", &force_tile_config);

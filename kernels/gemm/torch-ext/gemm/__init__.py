@@ -7,7 +7,7 @@ fused with that quantization, and :func:`fp8_linear`, the whole layer in one cal
 
 import torch
 
-from ._ops import ops
+from ._ops import add_op_namespace_prefix, ops
 from ._scale import SCALE_BLOCK as SCALE_BLOCK
 from ._scale import ceil_div as ceil_div  # for layers.py
 
@@ -133,9 +133,9 @@ def fp8_linear(
 
     Quantizes ``x`` per token and 128 columns to the weight's FP8 dtype (as
     :func:`quantize_per_token_group`), multiplies with :func:`gemm_nt`'s kernels, adds the bias
-    to the fp32 result and rounds once. On Hopper GPUs, for the few-token shapes the decode
-    kernel takes, the quantization happens inside the GEMM (one launch); elsewhere the fused
-    quantization kernel runs first (two launches).
+    to the fp32 result and rounds once: two launches, the quantization kernel and the GEMM with
+    the bias in its epilogue (plus a cast for a bias that is not bfloat16 and for an output
+    that is not bfloat16).
 
     Args:
         x: ``(..., in_features)`` bfloat16, float16 or float32 activations, any strides.
@@ -161,7 +161,8 @@ def quantize_per_token_group(
     Args:
         x: ``(M, K)`` floating-point activations.
         group: columns per scale; :func:`gemm_nt` takes ``group=128``, which runs as one kernel
-            (other group sizes run as a sequence of torch operations).
+            on CPU and CUDA (ROCm) tensors (other group sizes and devices run as a sequence of
+            torch operations, whose scale division may round differently in the last place).
         dtype: ``torch.float8_e4m3fn`` (CUDA) or ``torch.float8_e4m3fnuz``.
 
     Returns:
@@ -176,7 +177,7 @@ def quantize_per_token_group(
         raise ValueError(f"quantize_per_token_group: x must be 2-D (M, K), got {tuple(x.shape)}")
     if group <= 0:
         raise ValueError(f"quantize_per_token_group: group must be positive, got {group}")
-    if group == SCALE_BLOCK:
+    if group == SCALE_BLOCK and x.device.type in ("cpu", "cuda"):
         _fp8_max(dtype)
         return ops.quantize(x if x.dtype in _OP_INPUT_DTYPES else x.float(), dtype, False)
     rows, cols = x.shape
@@ -274,6 +275,22 @@ def force_tile_config(config: tuple[int, int, int] | None) -> None:
     """
     block_m, block_n, split = config if config is not None else (0, 0, 1)
     ops.force_tile_config(block_m, block_n, split)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("quantize"))
+def _quantize_fake(x: torch.Tensor, dtype: torch.dtype, silu_and_mul: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shapes for torch.compile, symbolic sizes kept (a token count traced as dynamic stays so)."""
+    rows, cols = x.shape
+    k = cols // 2 if silu_and_mul else cols
+    q = x.new_empty((rows, k), dtype=dtype)
+    return q, x.new_empty((ceil_div(k, SCALE_BLOCK), rows), dtype=torch.float32).t()
+
+
+@torch.library.register_fake(add_op_namespace_prefix("fp8_linear"))
+def _fp8_linear_fake(
+    x: torch.Tensor, weight: torch.Tensor, weight_scale_inv: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
 from . import layers  # noqa: E402, F401  (layers imports the functions above)
