@@ -43,6 +43,8 @@
             ps.filelock
             ps.pytest
             ps.kernels
+            ps.markdown-it-py
+            ps.argcomplete
           ];
           # The tests build kernels and load them with `kernels`: run them in the dev shell.
           doCheck = false;

@@ -6,15 +6,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/system-packages.sh
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-.venv/bin/kbuild rocm-compile kernels/relu >"$logs/relu.log" 2>&1 &
+# Each kernel's output streams as it comes, its lines prefixed with [<kernel>], between a start
+# and an end line.
+compile() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "rocm-compile: kernels/$name: started"
+  if .venv/bin/kbuild rocm-compile "kernels/$name" "$@" 2>&1 | sed -u "s|^|  [$name] |"; then
+    echo "rocm-compile: kernels/$name compiled in $((SECONDS - start)) s"
+  else
+    local status=$?
+    echo "rocm-compile: kernels/$name FAILED (exit $status) after $((SECONDS - start)) s"
+    return "$status"
+  fi
+}
+compile relu &
 relu=$!
-.venv/bin/kbuild rocm-compile kernels/gemm --require-mfma --in-function mfma_gemm_kernel >"$logs/gemm.log" 2>&1 &
+compile gemm --require-mfma --in-function mfma_gemm_kernel &
 gemm=$!
 failed=0
 wait $relu || failed=1
-cat "$logs/relu.log"
 wait $gemm || failed=1
-cat "$logs/gemm.log"
 exit $failed

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this):
-#   lint, typecheck (mypy), kbuild's own tests, every kernel's CPU tests through the `kernels` loader,
-#   the CUDA variants compiled against torch 2.14.1 (cu130), ROCm device code compiled
-#   for gfx942 (compile-only: no AMD GPU here), and actionlint on the workflows.
+#   the pre-commit hooks' lint and format checks, typecheck (mypy), kbuild's own tests, every kernel's
+#   CPU tests through the `kernels` loader, the CUDA variants compiled against torch 2.14.1 (cu130),
+#   ROCm device code compiled for gfx942 (compile-only: no AMD GPU here), and actionlint on the workflows.
 # Set KBUILD_SKIP="cuda rocm" to skip the slow compile-only stages on a workstation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +34,12 @@ bash scripts/bootstrap.sh
 bash scripts/system-packages.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
-stage "lint (ruff)"
-ruff check tooling kernels examples
+# The checks of the pre-commit hooks (.pre-commit-config.yaml), without changing files; kbuild check
+# and mypy follow. tooling/tests/test_precommit.py keeps the two lists the same.
+stage "lint and format (ruff, ruff format, clang-format: the pre-commit hooks' checks)"
+ruff check .
+ruff format --check .
+git ls-files -z | grep -zE '^kernels/.*\.(c|cc|cpp|h|hpp|cu|cuh|hip)$' | xargs -0 -r clang-format --dry-run --Werror
 
 stage "typecheck (mypy)"
 mypy
@@ -59,7 +63,7 @@ if [[ "$skip" != *" cuda "* ]]; then
   bash scripts/cuda-compile.sh
   stage "kernel-builder compatibility: CUDA test kernels compile"
   KBUILD_CUDA_ENV="$PWD/.venv-cu130" python -m pytest tooling/tests/test_compat.py -q -m slow \
-    -k "cuda_env_kernel_compiles or stable_split_cuda_variant_compiles"
+    -k "cuda_env_kernel_compiles or stable_split_cuda_variant_compiles or device_lambda_kernel_compiles"
 fi
 
 if [[ "$skip" != *" rocm "* ]]; then

@@ -42,8 +42,10 @@ class Import:
     version: str | None
 
 
-def check_abi(build_dir: Path) -> list[Finding]:
-    """Check every `*.so` under `build_dir` (a `build/` folder or one variant folder)."""
+def check_abi(build_dir: Path, *, nonportable_ok: bool = False) -> list[Finding]:
+    """Check every `*.so` under `build_dir` (a `build/` folder or one variant folder).
+    `nonportable_ok`: symbol versions beyond manylinux_2_28 are warnings (builds made with this
+    machine's toolchain, in a local hub folder), the other rules still errors."""
     build_dir = Path(build_dir)
     if not build_dir.is_dir():
         raise KbuildError(
@@ -54,13 +56,14 @@ def check_abi(build_dir: Path) -> list[Finding]:
     findings: list[Finding] = []
     for library in sorted(build_dir.rglob("*.so")):
         stable = any(part.startswith(STABLE_ABI_PREFIX) for part in library.relative_to(build_dir.parent).parts)
-        findings += check_library(library, stable_abi=stable)
+        findings += check_library(library, stable_abi=stable, nonportable_ok=nonportable_ok)
     return findings
 
 
-def check_library(library: Path, *, stable_abi: bool) -> list[Finding]:
+def check_library(library: Path, *, stable_abi: bool, nonportable_ok: bool = False) -> list[Finding]:
     imports = read_imports(library)
-    findings = [Finding(library, None, message, "error") for message in symbol_version_problems(imports)]
+    severity = "warning" if nonportable_ok else "error"
+    findings = [Finding(library, None, message, severity) for message in symbol_version_problems(imports)]
     embedded = embedded_cxx_runtime(library)
     if embedded:
         findings.append(Finding(library, None, embedded, "error"))

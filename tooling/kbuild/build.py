@@ -11,20 +11,22 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
 
-from kbuild import __version__, abi, gitrepo, locks, paths
+from kbuild import __version__, abi, backends, extension_name, gitrepo, locks, paths
+from kbuild.compiling import run_ninja
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
-from kbuild.inputs import input_digest, input_uid
+from kbuild.inputs import input_digest, uid_of
 from kbuild.manifest import Manifest, load_manifest
+from kbuild.redact import say
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
 Log = Callable[[str], None]
@@ -32,7 +34,7 @@ SKIPPED_PARTS = {"__pycache__"}
 
 
 def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    say(message, err=True)
 
 
 def parse_variant_for(manifest: Manifest, name: str) -> Variant:
@@ -68,12 +70,12 @@ def with_abi(manifest: Manifest, variant: Variant) -> Variant:
     return variant.with_stable_abi(stable) if stable else variant
 
 
-def project_for(manifest: Manifest, variant: Variant) -> Project:
-    """The build tree of `variant`, its namespace named after a hash of the build's inputs."""
-    uid = input_uid(manifest)
-    return Project(
-        manifest, variant, ops_name(manifest, variant.backend, uid), manifest.kernel_dir / ".kbuild" / variant.name
-    )
+def project_for(manifest: Manifest, variant: Variant, digest: str | None = None) -> Project:
+    """The build tree of `variant`, its namespace named after `digest`, the hash of the build's
+    inputs (computed here when the command has not computed it yet)."""
+    digest = digest or input_digest(manifest)
+    build_dir = manifest.kernel_dir / ".kbuild" / variant.name
+    return Project(manifest, variant, ops_name(manifest, variant.backend, uid_of(digest)), build_dir, digest)
 
 
 def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
@@ -86,16 +88,16 @@ def resolve_variant(manifest: Manifest, requested: str | None) -> Variant:
     if requested is None:
         variant = detect_variant()
         if variant.backend not in manifest.backends:
-            if "cpu" not in manifest.backends:
+            if backends.CPU.name not in manifest.backends:
                 raise KbuildError(
                     f"{manifest.name} has no `{variant.backend}` backend (it has {', '.join(manifest.backends)})",
                     file=manifest.path,
                     fix="build from an environment whose torch matches one of the kernel's backends, or pass --variant",
                 )
-            variant = detect_variant("cpu")
+            variant = detect_variant(backends.CPU.name)
         return with_abi(manifest, variant)
     wanted = parse_variant_for(manifest, requested)
-    available = with_abi(manifest, detect_variant(wanted.backend if wanted.backend == "cpu" else None))
+    available = with_abi(manifest, detect_variant(wanted.backend if wanted.backend == backends.CPU.name else None))
     if available != wanted:
         raise KbuildError(
             f"this environment builds {available.name}, not {requested}",
@@ -132,11 +134,17 @@ def build_kernel(
     variant: str | None = None,
     *,
     jobs: int | None = None,
+    all_capabilities: bool = False,
     log: Log = _stderr,
 ) -> Path:
-    """Build `kernel_dir` for `variant` (default: this environment's) and return the staged folder."""
+    """Build `kernel_dir` for `variant` (default: this environment's) and return the staged folder.
+    A [torch-noarch] kernel without `variant` is staged for each of its backends (it is pure
+    Python, so one machine stages them all, as kernel-builder does); the first one's folder is returned.
+    A CUDA build on a machine with a GPU compiles for that GPU only, unless `all_capabilities`."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
+    if manifest.is_noarch and variant is None:
+        return [build_kernel(kernel_dir, f"torch-{backend}", jobs=jobs, log=log) for backend in manifest.backends][0]
     target = resolve_variant(manifest, variant)
     with build_lock(kernel_dir, log):
         project = project_for(manifest, target)
@@ -146,6 +154,10 @@ def build_kernel(
         if target.kind != NOARCH:
             torch = find_torch()
             check_torch_bounds(manifest, torch, target)
+            project = for_local_gpu(project, all_capabilities, log)
+            reason = extension_name.name_in_binding(manifest)
+            if reason:
+                log(f"kbuild: {reason}: the binding is compiled with the namespace and recompiles on every source edit")
             write_project(project, torch)
             library = _compile(project, jobs=jobs, log=log)
         staged = stage(project, library)
@@ -153,11 +165,13 @@ def build_kernel(
     return staged
 
 
-def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
+def generate_only(kernel_dir: Path | str, variant: str | None = None, *, all_capabilities: bool = False) -> Path:
     """Write the generated CMake project of `kernel_dir` for `variant`; return the build tree.
 
     Any variant of the kernel's backends can be generated (rocm, metal, xpu included), also
-    where it cannot be built; torch's paths in it are those of this environment's torch."""
+    where it cannot be built; torch's paths in it are those of this environment's torch.
+    Without `variant`, the project is the one `build_kernel` builds (for the local GPU only, unless
+    `all_capabilities`)."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     if variant is None:
@@ -170,8 +184,45 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None) -> Path:
         )
     with build_lock(kernel_dir, _stderr):
         project = project_for(manifest, target)
+        if variant is None:
+            project = for_local_gpu(project, all_capabilities, _stderr)
         write_project(project, find_torch())
     return project.build_dir
+
+
+def for_local_gpu(project: Project, all_capabilities: bool, log: Log) -> Project:
+    """`project` compiled only for the capabilities of this machine's GPUs (a CUDA variant on a
+    machine with one, unless `all_capabilities`), saying so; else `project` unchanged."""
+    local_gpus = project.backend.local_gpus
+    if local_gpus is None or all_capabilities:
+        return project
+    gpus = local_gpus()
+    local = replace(project, gpu_capabilities=gpus)
+    if not gpus or local.archs == project.archs:
+        return project
+    log(
+        f"kbuild: compiling for this machine's GPU only (capability {', '.join(gpus)}): {', '.join(local.archs)} "
+        f"of build.toml's {', '.join(project.archs)}; --all-capabilities compiles them all"
+    )
+    return local
+
+
+def require_all_capabilities(manifest: Manifest, variant_dir: Path, *, digest: str | None = None) -> None:
+    """Refuse a CUDA variant built for the local GPU only (its metadata.json records fewer
+    capabilities than build.toml lists for it). `digest`: the inputs' digest, when computed already."""
+    variant = Variant.parse(variant_dir.name)
+    if backends.get(variant.backend).local_gpus is None or variant.kind == NOARCH:
+        return
+    metadata_file = variant_dir / "metadata.json"
+    recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("backend", {}).get("archs", [])
+    expected = project_for(manifest, variant, digest).archs
+    if recorded != expected:
+        raise KbuildError(
+            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local build), "
+            f"not every capability build.toml lists ({', '.join(expected)})",
+            file=str(metadata_file),
+            fix=f"rebuild it: `kbuild build {manifest.kernel_dir} --all-capabilities`",
+        )
 
 
 def build_lock(kernel_dir: Path, log: Log) -> AbstractContextManager[None]:
@@ -202,12 +253,13 @@ def _compile(project: Project, *, jobs: int | None, log: Log) -> Path:
     if not (build_dir / "build.ninja").is_file():
         log(f"kbuild: configuring {build_dir}")
         args = [cmake, "-G", "Ninja", "-S", str(build_dir), "-B", str(build_dir), f"-DCMAKE_MAKE_PROGRAM={ninja}"]
-        if project.variant.backend == "cuda" and shutil.which("nvcc"):
-            args.append(f"-DCMAKE_CUDA_COMPILER={shutil.which('nvcc')}")
+        device_compiler = project.backend.compiler
+        if device_compiler and shutil.which(device_compiler[1]):
+            args.append(f"-D{device_compiler[0]}={shutil.which(device_compiler[1])}")
+        args += _compiler_cache(log)
         _run(args, build_dir, log, "CMake configuration")
-    ninja_args = [ninja, "-C", str(build_dir)] + ([f"-j{jobs}"] if jobs else [])
-    _run(ninja_args, build_dir, log, "compilation", progress=True)
-    library = build_dir / f"{project.ops_name}.abi3.so"
+    run_ninja([ninja, "-C", str(build_dir)] + ([f"-j{jobs}"] if jobs else []), build_dir, log)
+    library = build_dir / "extension.abi3.so"
     if not library.is_file():
         raise KbuildError(f"the build finished without producing {library.name}", file=build_dir / "CMakeLists.txt")
     embedded = abi.embedded_cxx_runtime(library)
@@ -219,16 +271,22 @@ def _compile(project: Project, *, jobs: int | None, log: Log) -> Path:
     return library
 
 
-def _run(args: list[str], cwd: Path, log: Log, what: str, *, progress: bool = False) -> None:
-    """Run a build tool, streaming its progress lines; on failure show its output and stop."""
-    env = {**os.environ, "NINJA_STATUS": "[%f/%t %es] "}
-    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+def _compiler_cache(log: Log) -> list[str]:
+    """CMake options that compile through ccache when it is installed (KBUILD_CCACHE=0: never)."""
+    ccache = shutil.which("ccache")
+    if ccache is None or os.environ.get("KBUILD_CCACHE") == "0":
+        return []
+    log(f"kbuild: compiling through ccache ({ccache}); KBUILD_CCACHE=0 turns it off")
+    return [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={ccache}" for lang in ("C", "CXX", "CUDA", "HIP")]
+
+
+def _run(args: list[str], cwd: Path, log: Log, what: str) -> None:
+    """Run a build tool quietly; on failure show its output and stop."""
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []
     assert process.stdout is not None
     for line in process.stdout:
         output.append(line)
-        if progress and line.startswith("["):
-            log("  " + line.rstrip())
     if process.wait() != 0:
         tail = "".join(output[-60:])
         raise KbuildError(f"{what} failed:\n{tail}", file=cwd / "CMakeLists.txt", fix="see the compiler output above")
@@ -262,7 +320,7 @@ def stage(project: Project, library: Path | None) -> Path:
     contents: dict[str, bytes] = {rel: path.read_bytes() for rel, path in _package_files(manifest).items()}
     contents["_ops.py"] = render_ops(project.ops_name, compiled=library is not None).encode()
     if library is not None:
-        contents[library.name] = library.read_bytes()
+        contents[f"{project.ops_name}.abi3.so"] = library.read_bytes()
     for rel, data in contents.items():
         paths.write_file(out, rel, data)
     contents_metadata = json.dumps(metadata(project, contents), indent=2, sort_keys=True) + "\n"
@@ -300,7 +358,7 @@ def metadata(project: Project, contents: dict[str, bytes]) -> dict[str, Any]:
                 rel: base64.b64encode(hashlib.sha256(data).digest()).decode() for rel, data in sorted(contents.items())
             },
         },
-        "provenance": _provenance(manifest),
+        "provenance": _provenance(project),
     }
     for key in ("upstream", "source"):
         if getattr(general, key):
@@ -312,12 +370,13 @@ def _noarch_archs(manifest: Manifest, backend: str) -> list[str]:
     spec = manifest.noarch
     if spec is None:
         return []
-    return {"cuda": spec.cuda_capabilities, "rocm": spec.rocm_archs}.get(backend, [])
+    key = backends.get(backend).archs_key
+    return list(getattr(spec, key)) if key else []
 
 
-def _provenance(manifest: Manifest) -> dict[str, Any]:
-    provenance: dict[str, Any] = {"kernel-builder": {"version": __version__}, "sources": input_digest(manifest)}
-    state = gitrepo.kernel_state(manifest.kernel_dir)
+def _provenance(project: Project) -> dict[str, Any]:
+    provenance: dict[str, Any] = {"kernel-builder": {"version": __version__}, "sources": project.digest}
+    state = gitrepo.kernel_state(project.manifest.kernel_dir)
     if state is not None:
         provenance["kernel"] = state
     return provenance

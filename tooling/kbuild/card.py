@@ -18,14 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-from kbuild import paths
+from kbuild import card_render, paths
+from kbuild.backends import CPU
 from kbuild.errors import KbuildError
-from kbuild.manifest import Manifest, load_manifest
-from kbuild.variants import Variant
+from kbuild.manifest import Manifest
+from kbuild.variants import BuiltVariant, Variant
 
 DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "card" / "CARD.md.j2"
 # Licenses the Hub knows by id (lower case); anything else is published as `other`.
@@ -59,13 +56,6 @@ class Function:
     signature: str  # "relu(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor"
     doc: str
     required: tuple[str, ...] = ()  # the annotations of the arguments without a default
-
-
-@dataclass(frozen=True)
-class BuiltVariant:
-    name: str
-    backend: str
-    archs: list[str]
 
 
 @dataclass(frozen=True)
@@ -103,67 +93,28 @@ def _first(value: object) -> float | None:
 
 
 def render_card(
-    kernel_dir: Path,
+    manifest: Manifest,
     *,
+    ci_variants: list[BuiltVariant],
     link_base: Path | None = None,
     repo_id: str | None = None,
     published: list[str] | None = None,
 ) -> str:
-    """Render `kernel_dir/CARD.md`. Links to benchmark plots are relative to `link_base` when
+    """Render the kernel's CARD.md. Links to benchmark plots are relative to `link_base` when
     given (e.g. the folder of a copy under docs/), else to the kernel folder (the Hub layout).
-    `repo_id`: the repository published to (default: build.toml's); `published`: the variants on
-    its version branch after the upload (default: those built under `build/`)."""
-    kernel_dir = Path(kernel_dir)
-    manifest = load_manifest(kernel_dir)
-    template_path = kernel_dir / "CARD.md"
+    `ci_variants`: those the release workflow builds (kbuild.matrix.ci_variants); `repo_id`: the
+    repository published to (default: build.toml's); `published`: the variants on its version
+    branch after the upload (default: those built under `build/`)."""
+    template_path = manifest.kernel_dir / "CARD.md"
     if not template_path.is_file():
         raise KbuildError(
             "the kernel has no card template",
             file=str(template_path),
             fix=f"copy {DEFAULT_TEMPLATE} to it and edit it",
         )
-    context = card_context(manifest, link_base, repo_id=repo_id, published=published)
-    return render_template(template_path.read_text(encoding="utf-8"), template_path, context)
-
-
-def template_environment() -> ImmutableSandboxedEnvironment:
-    """Jinja's immutable sandbox: a card (a contributor's file) sees only its context, may not
-    reach Python internals (`__globals__`, `os`, ...) nor change what it is given."""
-    env = ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.globals.clear()  # no `lipsum`, `cycler`, `joiner`, `namespace`, `range`, `dict`
-    return env
-
-
-def render_template(text: str, path: Path, context: dict[str, Any]) -> str:
-    env = template_environment()
-    env.filters["hub_license"] = hub_license
-    env.filters["docstring"] = docstring_markdown
-    try:
-        return env.from_string(text).render(context)
-    except jinja2.TemplateSyntaxError as err:
-        raise KbuildError(
-            f"template syntax: {err.message}",
-            file=str(path),
-            where=err.lineno,
-            fix="fix the Jinja syntax",
-        ) from None
-    except SecurityError as err:
-        raise KbuildError(
-            f"the card template tried an unsafe operation: {err}",
-            file=str(path),
-            fix="a card may only show its data: " + ", ".join(sorted(context)),
-        ) from None
-    except jinja2.UndefinedError as err:
-        raise KbuildError(
-            f"template uses an unknown variable: {err.message}",
-            file=str(path),
-            fix="use only: " + ", ".join(sorted(context)),
-        ) from None
+    context = card_context(manifest, link_base, repo_id=repo_id, published=published, ci_variants=ci_variants)
+    filters = {"hub_license": hub_license, "docstring": docstring_markdown}
+    return card_render.render(template_path.read_text(encoding="utf-8"), template_path, context, filters)
 
 
 def card_context(
@@ -172,6 +123,7 @@ def card_context(
     *,
     repo_id: str | None = None,
     published: list[str] | None = None,
+    ci_variants: list[BuiltVariant],
 ) -> dict[str, Any]:
     kernel_dir = manifest.kernel_dir
     package = kernel_dir / "torch-ext" / manifest.python_name
@@ -195,7 +147,7 @@ def card_context(
         "layers": layer_classes(package / "layers.py"),
         "example": usage_example(manifest, functions, repo_id or manifest.repo_id),
         "variants": built,
-        "ci_variants": ci_variants(manifest),
+        "ci_variants": ci_variants,
         "benchmarks": benchmarks,
     }
 
@@ -207,7 +159,8 @@ def usage_example(manifest: Manifest, functions: list[Function], repo_id: str) -
     """Python that loads the kernel and calls its first function on a small tensor, from the
     signature: tensors are `x`, numbers small constants; arguments with defaults are left out."""
     name = manifest.python_name
-    device = '"cuda" if torch.cuda.is_available() else "cpu"' if "cpu" in manifest.backends else '"cuda"'
+    # torch's device names (ROCm builds run on "cuda" devices too), not backend names.
+    device = '"cuda" if torch.cuda.is_available() else "cpu"' if CPU.name in manifest.backends else '"cuda"'
     lines = [
         "import torch",
         "from kernels import get_kernel",
@@ -221,16 +174,6 @@ def usage_example(manifest: Manifest, functions: list[Function], repo_id: str) -
         arguments = [EXAMPLE_VALUES.get(annotation, "x") for annotation in main.required]
         lines.append(f"print({name}.{main.name}({', '.join(arguments)}))")
     return "\n".join(lines)
-
-
-def ci_variants(manifest: Manifest) -> list[BuiltVariant]:
-    """The variants the release workflow builds for this kernel (`kbuild matrix --release`)."""
-    from kbuild.matrix import kernel_jobs, load_supported
-
-    if manifest.framework == "tvm-ffi":
-        return []  # `kbuild matrix` does not build tvm-ffi kernels yet
-    jobs = kernel_jobs(manifest.kernel_dir, manifest, load_supported())
-    return [BuiltVariant(job["variant"], job["backend"], list(job["archs"])) for job in jobs]
 
 
 def hub_license(spdx: str) -> str:

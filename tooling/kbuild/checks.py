@@ -1,4 +1,5 @@
-"""Source checks of a kernel: manifest, layout, and the op-registration rule of the Kernel Hub."""
+"""Source checks of a kernel: manifest, layout, the op-registration rule of the Kernel Hub, and the
+links of its card (kbuild.card_links)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import ast
 import re
 from pathlib import Path
 
+from kbuild.card_links import check_card_links
 from kbuild.errors import ManifestError
 from kbuild.findings import Finding
-from kbuild.hubid import repo_id_problem
+from kbuild.hubid import branch_problem, repo_id_problem
 from kbuild.inputs import SOURCE_SUFFIXES, build_inputs
 from kbuild.manifest import load_manifest
 
@@ -20,6 +22,9 @@ REGISTERING_DECORATORS = {
     "register_vmap",
     "register_torch_dispatch",
 }
+# The methods of the op object that `custom_op`/`triton_op` return (`@my_op.register_fake`) take
+# no op name: they register for that op, already namespaced.
+OP_METHODS = {"register_fake", "register_kernel", "register_vmap", "register_torch_dispatch"}
 PREFIX_FUNCTION = "add_op_namespace_prefix"
 EXTENSION_NAME = "TORCH_EXTENSION_NAME"
 # TORCH_LIBRARY(ns, m), TORCH_LIBRARY_IMPL_EXPAND(ns, CPU, m), STABLE_TORCH_LIBRARY(ns, m), ...
@@ -38,7 +43,9 @@ def check_kernel(kernel_dir: Path | str) -> list[Finding]:
     try:
         manifest = load_manifest(kernel_dir)
     except ManifestError as exc:
-        return [Finding(Path(exc.file or kernel_dir / "build.toml"), exc.line, exc.message, fix=exc.fix)]
+        return [
+            Finding(Path(exc.file or kernel_dir / "build.toml"), exc.line, exc.message, fix=exc.fix, bad_input=True)
+        ]
     package_dir = kernel_dir / "torch-ext" / manifest.python_name
     findings = check_layout(kernel_dir, manifest.python_name)
     problem = repo_id_problem(manifest.repo_id)
@@ -48,13 +55,23 @@ def check_kernel(kernel_dir: Path | str) -> list[Finding]:
                 manifest.path, None, f"[general.hub] repo-id `{manifest.repo_id}` is not a Hub repository id: {problem}"
             )
         )
+    problem = branch_problem(manifest.upload_branch)
+    if problem is not None:
+        findings.append(
+            Finding(
+                manifest.path,
+                None,
+                f"[general.hub] branch {manifest.upload_branch!r} is not a plain branch name: {problem}",
+            )
+        )
+    inputs = build_inputs(manifest)  # first: it refuses a symlink that loops or leads out of the kernel
     if package_dir.is_dir():
         for path in sorted(package_dir.rglob("*.py")):
             findings += check_op_registration(path)
-    for rel in build_inputs(manifest):
+    for rel in inputs:
         if rel.suffix in SOURCE_SUFFIXES:
             findings += check_cpp_registration(kernel_dir / rel)
-    return findings
+    return findings + check_card_links(kernel_dir)
 
 
 def check_layout(kernel_dir: Path, python_name: str) -> list[Finding]:
@@ -97,29 +114,66 @@ def _is_prefixed(arg: ast.expr) -> bool:
     return isinstance(arg, ast.Call) and _decorator_name(arg) == PREFIX_FUNCTION
 
 
+def _dotted(node: ast.expr) -> str | None:
+    """`torch.library` for the expression `torch.library`; None for anything but names."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _library_names(tree: ast.Module) -> set[str]:
+    """The names under which the module refers to the `torch.library` module."""
+    names = {"torch.library"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.asname for a in node.names if a.name == "torch.library" and a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch":
+            names.update(a.asname or a.name for a in node.names if a.name == "library")
+    return names
+
+
+def _is_op_method(decorator: ast.expr, library: set[str]) -> bool:
+    """`@my_op.register_fake`: a method of an op object, not a function of torch.library."""
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return isinstance(target, ast.Attribute) and target.attr in OP_METHODS and _dotted(target.value) not in library
+
+
+def _op_name(args: list[ast.expr], default: str) -> str:
+    """The op's name without a namespace: `fixed` for "relu::fixed", else `default`."""
+    if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+        return args[0].value.rpartition("::")[2] or default
+    return default
+
+
 def check_op_registration(path: Path) -> list[Finding]:
     """Module-level ops must be registered under `add_op_namespace_prefix(...)`, never a fixed name."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as exc:
         return [Finding(path, exc.lineno, f"Python syntax error: {exc.msg}")]
+    library = _library_names(tree)
     findings = []
     for node in tree.body:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         for decorator in node.decorator_list:
             name = _decorator_name(decorator)
-            if name not in REGISTERING_DECORATORS:
+            if name not in REGISTERING_DECORATORS or _is_op_method(decorator, library):
                 continue
             args = decorator.args if isinstance(decorator, ast.Call) else []
             if not args or not _is_prefixed(args[0]):
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
                 findings.append(
                     Finding(
                         path,
                         decorator.lineno,
-                        f"`@{name}` on `{node.name}` registers a fixed op name; pass "
-                        f'`{PREFIX_FUNCTION}("...")` (from ._ops) as its first argument so that '
-                        "two builds of the kernel can load side by side",
+                        f"`@{name}` on `{node.name}` registers a fixed op name, the same in every build, "
+                        "so two builds of the kernel cannot load side by side",
+                        fix=f'write `@{_dotted(target) or name}({PREFIX_FUNCTION}("{_op_name(args, node.name)}"), '
+                        f"...)` with `from ._ops import {PREFIX_FUNCTION}`",
                     )
                 )
     return findings
@@ -142,13 +196,18 @@ def check_cpp_registration(path: Path) -> list[Finding]:
         kind = "_IMPL" if match["kind"] == "_IMPL" else ""
         wanted = f"{match['stable'] or ''}TORCH_LIBRARY{kind}_EXPAND"
         rest = ", <dispatch key>, ops" if kind else ", ops"
-        findings.append(
-            Finding(
-                path,
-                code.count("\n", 0, match.start()) + 1,
-                f"`{macro}({namespace}, ...)` registers ops under a fixed namespace; each build must register "
-                f"them under its own ({EXTENSION_NAME}) so that two builds of the kernel can load side by side",
-                fix=f"write `{wanted}({EXTENSION_NAME}{rest})` (registration.h defines it)",
+        if namespace == EXTENSION_NAME:
+            problem = (
+                f"`{macro}` does not expand its arguments: `{macro}({EXTENSION_NAME}, ...)` registers ops under "
+                f"the literal namespace `{EXTENSION_NAME}`, the same in every build, so two builds of the kernel "
+                "cannot load side by side"
             )
-        )
+            fix = f"write `{wanted}({EXTENSION_NAME}{rest})`: registration.h defines it to expand {EXTENSION_NAME}"
+        else:
+            problem = (
+                f"`{macro}({namespace}, ...)` registers ops under a fixed namespace; each build must register them "
+                f"under its own ({EXTENSION_NAME}) so that two builds of the kernel can load side by side"
+            )
+            fix = f"write `{wanted}({EXTENSION_NAME}{rest})` (registration.h defines it)"
+        findings.append(Finding(path, code.count("\n", 0, match.start()) + 1, problem, fix=fix))
     return findings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import traceback
@@ -11,10 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import argcomplete
+
 from kbuild import __version__
-from kbuild.errors import EXIT_INTERNAL, KbuildError, internal_error_line
+from kbuild.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, KbuildError, internal_error_line
+from kbuild.hubid import branch_problem
 from kbuild.manifest import manifest_path
-from kbuild.redact import scrub
+from kbuild.redact import say, scrub
 
 Run = Callable[[argparse.Namespace], int]
 
@@ -58,9 +62,18 @@ def _kernel_dirs(paths: list[str]) -> list[Path]:
     return found
 
 
+def _all_capabilities_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--all-capabilities",
+        action="store_true",
+        help="compile every CUDA capability build.toml lists (default on a machine with a GPU: that GPU's only)",
+    )
+
+
 def _build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant name to build (must match this environment's torch)")
     parser.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
+    _all_capabilities_argument(parser)
 
 
 @command(
@@ -75,12 +88,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     from kbuild.build import build_kernel
 
     for kernel_dir in _kernel_dirs(args.kernels):
-        print(build_kernel(kernel_dir, args.variant, jobs=args.jobs))
+        say(build_kernel(kernel_dir, args.variant, jobs=args.jobs, all_capabilities=args.all_capabilities))
     return 0
 
 
 def _generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant name (default: this environment's)")
+    _all_capabilities_argument(parser)
 
 
 @command(
@@ -92,7 +106,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from kbuild.build import generate_only
 
     for kernel_dir in _kernel_dirs(args.kernels):
-        print(generate_only(kernel_dir, args.variant))
+        say(generate_only(kernel_dir, args.variant, all_capabilities=args.all_capabilities))
     return 0
 
 
@@ -112,12 +126,12 @@ def cmd_variants(args: argparse.Namespace) -> int:
     if args.parse:
         for name in args.parse:
             variant = Variant.parse(name)
-            print(
+            say(
                 f"{name}: torch={variant.torch} backend={variant.backend} toolkit={variant.toolkit} "
                 f"cpu={variant.cpu} os={variant.os} kind={variant.kind}"
             )
         return 0
-    print(detect_variant().name)
+    say(detect_variant().name)
     return 0
 
 
@@ -141,26 +155,32 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         findings = [f for build_dir in args.abi for f in check_abi(Path(build_dir))]
         for line in format_findings(findings):
-            print(line)
+            say(line)
         if not findings:
-            print(f"{', '.join(args.abi)}: ABI ok")
+            say(f"{', '.join(args.abi)}: ABI ok")
         return 1 if findings else 0
-    failed = False
+    code = 0
     for kernel_dir in _kernel_dirs(args.kernels):
         findings = check_kernel(kernel_dir)
         for line in format_findings(findings):
-            print(line)
-        failed |= any(f.severity == "error" for f in findings)
+            say(line)
+        if any(f.bad_input for f in findings):
+            code = EXIT_BAD_INPUT
+        elif any(f.severity == "error" for f in findings):
+            code = max(code, 1)
         if not findings:
-            print(f"{kernel_dir}: ok")
-    return 1 if failed else 0
+            say(f"{kernel_dir}: ok")
+    return code
 
 
 def _test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant to build and test")
     parser.add_argument("--ci", action="store_true", help="run only the quick tests marked kernels_ci")
     parser.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
+    _all_capabilities_argument(parser)
     parser.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
+    # The KERNEL_DIR positional is already added; argparse has no notation for what follows `--`.
+    parser.usage = parser.format_usage().removeprefix("usage: ").rstrip() + " [-- PYTEST_ARGS ...]"
 
 
 @command("test", _test_arguments, help=("Build if needed, then run a kernel's tests against the fresh build."))
@@ -172,7 +192,12 @@ def cmd_test(args: argparse.Namespace) -> int:
         code = max(
             code,
             run_tests(
-                kernel_dir, variant=args.variant, ci=args.ci, build=not args.no_build, pytest_args=args.pytest_args
+                kernel_dir,
+                variant=args.variant,
+                ci=args.ci,
+                build=not args.no_build,
+                pytest_args=args.pytest_args,
+                all_capabilities=args.all_capabilities,
             ),
         )
     return code
@@ -180,11 +205,20 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def _init_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
+    from kbuild.manifest import ALL_BACKENDS
+    from kbuild.scaffold import DEFAULT_BACKENDS, SCAFFOLDED_BACKENDS
+
+    others = [b for b in ALL_BACKENDS if b not in SCAFFOLDED_BACKENDS]
     parser.add_argument(
-        "--backends", nargs="+", default=["cpu", "cuda"], choices=["cpu", "cuda", "rocm"], help="backends to scaffold"
+        "--backends",
+        nargs="+",
+        default=list(DEFAULT_BACKENDS),
+        metavar="BACKEND",
+        help=f"backends to scaffold, of {' '.join(SCAFFOLDED_BACKENDS)} (default: {' '.join(DEFAULT_BACKENDS)}); "
+        f"build.toml also takes {', '.join(others)}: add their [kernel.*] tables by hand",
     )
     parser.add_argument("--license", default="Apache-2.0", help="SPDX license id (default: Apache-2.0)")
-    parser.add_argument("--repo-id", help="Hub repository id (default: kernels-community/<name>)")
+    parser.add_argument("--repo-id", metavar="ORG/NAME", help="Hub repository id (default: kernels-community/<name>)")
 
 
 @command(
@@ -197,7 +231,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from kbuild.scaffold import create_kernel
 
     path = create_kernel(Path(args.directory), backends=args.backends, license=args.license, repo_id=args.repo_id)
-    print(f"created {path}; next: kbuild build {path} && kbuild test {path}")
+    say(f"created {path}; next: kbuild build {path} && kbuild test {path}")
     return 0
 
 
@@ -211,7 +245,7 @@ def cmd_update_build(args: argparse.Namespace) -> int:
 
     for kernel_dir in _kernel_dirs(args.kernels):
         upgrade_file(kernel_dir, license=args.license)
-        print(f"{kernel_dir / 'build.toml'}: edition 5")
+        say(f"{kernel_dir / 'build.toml'}: edition 5")
     return 0
 
 
@@ -228,6 +262,12 @@ def _sync_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="with --check: print the report as JSON")
     parser.add_argument("--ref", help="upstream branch, tag or commit to sync to (default: upstream.yaml's ref)")
     parser.add_argument("--summary", metavar="FILE", help="also write the summary (a pull request body) to FILE")
+    parser.add_argument(
+        "--refresh-patch",
+        action="store_true",
+        help="carry patches that no longer apply over to the new upstream files with git's three-way merge; "
+        "conflicts are left with markers in KERNEL_DIR/.kbuild/refresh-patches/ (exit 1): resolve them, run again",
+    )
 
 
 @command(
@@ -246,16 +286,20 @@ def cmd_sync(args: argparse.Namespace) -> int:
             "a sync takes one kernel folder; --all and --json go with --check",
             fix="kbuild sync kernels/<name>, or kbuild sync --all --check",
         )
+    if args.check and args.refresh_patch:
+        raise KbuildError(
+            "--refresh-patch goes with a sync, not with --check", fix="kbuild sync KERNEL_DIR --refresh-patch"
+        )
     if args.check:
         kernel_dirs = sync.synced_kernels(Path("kernels")) if args.all else [Path(k) for k in args.kernels]
         statuses = sync.upstream_status(kernel_dirs)
         text = "\n".join(map(str, statuses)) or "no kernel under ./kernels has an upstream.yaml"
-        print(json.dumps(sync.status_report(statuses), indent=2) if args.json else text)
+        say(json.dumps(sync.status_report(statuses), indent=2) if args.json else text)
         return 1 if any(status.behind for status in statuses) else 0
-    summary = sync.sync_kernel(Path(args.kernels[0]), ref=args.ref).summary()
+    summary = sync.sync_kernel(Path(args.kernels[0]), ref=args.ref, refresh_patches=args.refresh_patch).summary()
     if args.summary:
-        Path(args.summary).write_text(summary, encoding="utf-8")
-    print(summary, end="")
+        Path(args.summary).write_text(scrub(summary), encoding="utf-8")
+    say(summary, end="")
     return 0
 
 
@@ -297,7 +341,7 @@ def cmd_rocm_compile(args: argparse.Namespace) -> int:
             function_pattern=args.in_function,
             missing_ok=not args.kernels,
         ):
-            print(line)
+            say(line)
     return 0
 
 
@@ -313,14 +357,17 @@ def _card_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def cmd_card(args: argparse.Namespace) -> int:
     from kbuild.card import render_card
+    from kbuild.manifest import load_manifest
+    from kbuild.matrix import ci_variants
 
+    manifest = load_manifest(Path(args.kernel))
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_card(Path(args.kernel), link_base=out.parent), encoding="utf-8")
-        print(out)
+        out.write_text(render_card(manifest, ci_variants=ci_variants(manifest), link_base=out.parent), encoding="utf-8")
+        say(out)
     else:
-        print(render_card(Path(args.kernel)), end="")
+        say(render_card(manifest, ci_variants=ci_variants(manifest)), end="")
     return 0
 
 
@@ -352,7 +399,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         kernel_dirs = matrix.changed_kernels(root, args.changed_since)
     else:
         kernel_dirs = matrix.kernel_dirs(root)
-    print(matrix.render(matrix.matrix(root, kernel_dirs)))
+    say(matrix.render(matrix.matrix(root, kernel_dirs)))
     return 0
 
 
@@ -376,6 +423,17 @@ def _publish_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --to: publish variants that fail the ABI check (e.g. built with this machine's toolchain)",
     )
+    parser.add_argument(
+        "--create-pr", action="store_true", help="open a Hub pull request against each branch instead of pushing to it"
+    )
+    parser.add_argument(
+        "--branch", metavar="NAME", help="publish the variants to this branch instead of v<version> (e.g. pr-12)"
+    )
+    parser.add_argument(
+        "--allow-breaking",
+        action="store_true",
+        help="emergencies only: publish an API break onto the existing version branch (the commit message says so)",
+    )
 
 
 @command(
@@ -395,42 +453,132 @@ def cmd_publish(args: argparse.Namespace) -> int:
             "--allow-nonportable applies to a local hub folder (--to) only",
             fix="build in the manylinux_2_28 container of `kbuild matrix` to publish to the Hub",
         )
+    if args.create_pr and args.to:
+        raise KbuildError("--create-pr applies to the Hub only", fix="drop --to, or drop --create-pr")
     release = publish.prepare_release(
         Path(args.kernel), repo_id=args.repo_id, variants=args.variant, card_only=args.card_only
     )
+    if args.branch:
+        problem = branch_problem(args.branch)
+        if problem:
+            raise KbuildError(f"--branch {args.branch!r} is not a plain branch name: {problem}", fix="e.g. pr-12")
+        release = dataclasses.replace(release, branch=args.branch)
     if args.dry_run:
         target = str(Path(args.to) / release.repo_id) if args.to else "hub"
-        print("\n".join(publish.describe(release, target, allow_nonportable=args.allow_nonportable)))
+        say("\n".join(publish.describe(release, target, allow_nonportable=args.allow_nonportable)))
         return 1 if release.abi_findings and not args.allow_nonportable else 0
     if args.to:
         for finding in release.abi_findings if args.allow_nonportable else []:
-            print(f"warning: not portable, published anyway: {finding}", file=sys.stderr)
-        print(publish.publish_to_folder(release, Path(args.to), allow_nonportable=args.allow_nonportable))
+            say(f"warning: not portable, published anyway: {finding}", err=True)
+        say(
+            publish.publish_to_folder(
+                release, Path(args.to), allow_nonportable=args.allow_nonportable, allow_breaking=args.allow_breaking
+            )
+        )
     else:
-        publish.publish_to_hub(release)
+        publish.publish_to_hub(release, create_pr=args.create_pr, allow_breaking=args.allow_breaking)
     return 0
 
 
 def _all_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub", default=".hub", help="local hub folder to publish into (default: .hub)")
     parser.add_argument("--no-publish", action="store_true", help="skip publishing to the local hub folder")
+    parser.add_argument(
+        "--force-tests",
+        action="store_true",
+        help="run every kernel's quick tests, also those whose build and tests are unchanged since they last passed",
+    )
 
 
 @command(
     "all",
     _all_arguments,
     help=(
-        "The main job: build every kernel for this machine, run its quick tests, "
-        "load each build with the `kernels` library, publish it to a local hub folder, and print a summary table."
+        "The main job: build every kernel for this machine (every CUDA capability of build.toml), run its quick "
+        "tests (unless its build and tests are unchanged since they last passed), load each build with the "
+        "`kernels` library, publish it to a local hub folder, and print a summary table."
     ),
 )
 def cmd_all(args: argparse.Namespace) -> int:
     from kbuild.pipeline import format_table, run_all
 
-    results, ok = run_all(_kernel_dirs(args.kernels), None if args.no_publish else Path(args.hub))
-    print()
-    print(format_table(results))
+    results, ok = run_all(
+        _kernel_dirs(args.kernels), None if args.no_publish else Path(args.hub), force_tests=args.force_tests
+    )
+    say()
+    say(format_table(results))
     return 0 if ok else 1
+
+
+def _api_check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kernel", metavar="KERNEL_DIR", help="the kernel folder")
+    parser.add_argument(
+        "--against",
+        metavar="FOLDER_OR_REPO_ID",
+        help="where it is published: a local hub folder (kbuild publish --to) or a Hub repository id "
+        "(default: build.toml's)",
+    )
+    parser.add_argument("--no-build", action="store_true", help="check the existing build without rebuilding")
+
+
+@command(
+    "api-check",
+    _api_check_arguments,
+    kernel_dirs=False,
+    help=(
+        "Build the kernel and compare its public API (ops and their schemas, `__all__` and the layers with their "
+        "signatures) with the newest published build of its major version; exit 1 on a breaking change."
+    ),
+)
+def cmd_api_check(args: argparse.Namespace) -> int:
+    from kbuild.apicheck import api_check
+
+    manifest_path(args.kernel)
+    return api_check(Path(args.kernel), args.against, build=not args.no_build)
+
+
+def _verify_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target",
+        metavar="FOLDER_OR_REPO_ID",
+        help="a local hub folder (every repository in it), one of its repositories or checkouts, or a Hub repo id",
+    )
+    parser.add_argument(
+        "--all-versions", action="store_true", help="every version branch (default: the newest of each repository)"
+    )
+
+
+@command(
+    "verify",
+    _verify_arguments,
+    kernel_dirs=False,
+    help=(
+        "Check what is published: each variant's files against the digest in its metadata.json, the ABI rules, "
+        "its signature bundle, and that the variant for this machine loads with its ops; exit 1 on any failure."
+    ),
+)
+def cmd_verify(args: argparse.Namespace) -> int:
+    from kbuild.verify import verify
+
+    return verify(args.target, all_versions=args.all_versions)
+
+
+def _completions_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete kbuild in")
+    parser.epilog = 'e.g. bash: eval "$(kbuild completions bash)"; fish: kbuild completions fish | source'
+
+
+@command(
+    "completions",
+    _completions_arguments,
+    kernel_dirs=False,
+    help="Print the shell code that completes kbuild's commands and options (argcomplete).",
+)
+def cmd_completions(args: argparse.Namespace) -> int:
+    from argcomplete.shell_integration import shellcode
+
+    say(shellcode(["kbuild"], shell=args.shell), end="")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -455,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argcomplete.autocomplete(parser)  # answers a shell's completion request (see `kbuild completions`) and exits
     argv = list(sys.argv[1:] if argv is None else argv)
     passthrough: list[str] = []
     if "--" in argv:
@@ -462,28 +611,28 @@ def main(argv: list[str] | None = None) -> int:
         argv, passthrough = argv[:split], argv[split + 1 :]
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command == "test":
-        print(f"error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
-        print(
+        say(f"error: unrecognized arguments: {' '.join(unknown)}", err=True)
+        say(
             f"  fix: pass pytest arguments after --: kbuild test {' '.join(args.kernels)} -- {' '.join(unknown)}",
-            file=sys.stderr,
+            err=True,
         )
         return 2
     if unknown:
         parser.parse_args(argv)  # argparse's own message for the other commands
     args.pytest_args = passthrough
-    warnings.formatwarning = lambda message, category, *rest: f"warning: {scrub(str(message))}\n"
+    warnings.showwarning = lambda message, *rest, **options: say(f"warning: {message}", err=True)
     try:
         return args.func(args)
     except KbuildError as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        say(f"error: {exc}", err=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        say("interrupted", err=True)
         return 130
     except Exception as exc:
         if os.environ.get("KBUILD_DEBUG") == "1":
-            print(scrub(traceback.format_exc()), file=sys.stderr, end="")
-        print(f"error: {scrub(internal_error_line(exc))}", file=sys.stderr)
+            say(traceback.format_exc(), err=True, end="")
+        say(f"error: {internal_error_line(exc)}", err=True)
         return EXIT_INTERNAL
 
 

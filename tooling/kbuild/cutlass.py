@@ -2,7 +2,7 @@
 
 1. the `nvidia-cutlass` PyPI package, when the installed one is the pinned release;
 2. a folder named by `KBUILD_CUTLASS_<X>_<Y>_DIR`, then `KBUILD_CUTLASS_DIR` (its
-   include/cutlass/version.h must say X.Y);
+   include/cutlass/version.h, or for 2.x its CMakeLists.txt, must say X.Y);
 3. a shallow git checkout of the release tag, cached under `$KBUILD_CACHE_DIR/cutlass/`
    (default ~/.cache/kbuild), from `$KBUILD_CUTLASS_GIT_URL` (default NVIDIA's GitHub).
 
@@ -16,12 +16,12 @@ import importlib.util
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 from kbuild import gitrepo, locks
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec
+from kbuild.redact import say
 from kbuild.variants import major_minor
 
 # The release each dependency name builds with: kernel-builder's pins up to 4.0, the first
@@ -38,6 +38,8 @@ RELEASES = {
 }
 GIT_URL = "https://github.com/NVIDIA/cutlass.git"
 _VERSION_DEFINE = re.compile(r"#define\s+CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)")
+# CUTLASS 2.x has no version.h: its version is in the top-level CMakeLists.txt's project().
+_PROJECT_VERSION = re.compile(r"^\s*project\s*\(\s*CUTLASS\s+VERSION\s+(\d+)\.(\d+)(?:\.(\d+))?", re.I | re.M)
 
 
 def cutlass_include_dirs(kernel: KernelSpec) -> list[Path]:
@@ -76,14 +78,18 @@ def resolve(dependency: str, *, owner: str) -> Path:
 
 
 def source_version(root: Path) -> str | None:
-    """'3.9.2' from root/include/cutlass/version.h, None when there is none."""
+    """'3.9.2' from root/include/cutlass/version.h, or (CUTLASS 2.x) from the project() of
+    root/CMakeLists.txt; None when neither says it."""
     header = root / "include" / "cutlass" / "version.h"
-    if not header.is_file():
+    if header.is_file():
+        parts = dict(_VERSION_DEFINE.findall(header.read_text(encoding="utf-8", errors="replace")))
+        if {"MAJOR", "MINOR"} <= parts.keys():
+            return f"{parts['MAJOR']}.{parts['MINOR']}.{parts.get('PATCH', '0')}"
+    cmake = root / "CMakeLists.txt"
+    match = _PROJECT_VERSION.search(cmake.read_text(encoding="utf-8", errors="replace")) if cmake.is_file() else None
+    if match is None or not (root / "include" / "cutlass").is_dir():
         return None
-    parts = dict(_VERSION_DEFINE.findall(header.read_text(encoding="utf-8", errors="replace")))
-    if not {"MAJOR", "MINOR"} <= parts.keys():
-        return None
-    return f"{parts['MAJOR']}.{parts['MINOR']}.{parts.get('PATCH', '0')}"
+    return f"{match[1]}.{match[2]}.{match[3] or '0'}"
 
 
 def _folder_variable(dependency: str) -> str:
@@ -91,7 +97,14 @@ def _folder_variable(dependency: str) -> str:
 
 
 def _git_url() -> str:
-    return os.environ.get("KBUILD_CUTLASS_GIT_URL") or GIT_URL
+    url = os.environ.get("KBUILD_CUTLASS_GIT_URL") or GIT_URL
+    problem = gitrepo.url_problem(url)
+    if problem:
+        raise KbuildError(
+            f"KBUILD_CUTLASS_GIT_URL: {problem}",
+            fix=f"set KBUILD_CUTLASS_GIT_URL to an https://, ssh:// or file:// URL of CUTLASS, or unset it ({GIT_URL})",
+        )
+    return url
 
 
 def _from_wheel(dependency: str, release: str, tried: list[str]) -> Path | None:
@@ -119,7 +132,8 @@ def _from_folder(dependency: str, release: str, tried: list[str]) -> Path | None
         found = source_version(root)
         if found is None:
             raise KbuildError(
-                f"{variable}={value} is not a CUTLASS source tree (no include/cutlass/version.h)",
+                f"{variable}={value} is not a CUTLASS source tree (no include/cutlass/version.h, nor a "
+                "CMakeLists.txt with project(CUTLASS VERSION ...) beside include/cutlass/)",
                 fix=f"point {variable} at the root of a CUTLASS {release} checkout",
             )
         if major_minor(found) != major_minor(release):
@@ -143,7 +157,7 @@ def _from_git(dependency: str, release: str, tried: list[str]) -> Path | None:
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     waiting = f"kbuild: waiting for another process to fetch CUTLASS {release}"
-    with locks.hold(cache / f"v{release}.lock", lambda line: print(line, file=sys.stderr), waiting):
+    with locks.hold(cache / f"v{release}.lock", lambda line: say(line, err=True), waiting):
         return _clone_release(cache / f"v{release}", release, tried)
 
 
@@ -154,9 +168,8 @@ def _clone_release(target: Path, release: str, tried: list[str]) -> Path | None:
     partial = target.with_name(f"{target.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.parent.mkdir(parents=True, exist_ok=True)
-    clone = ["clone", "--quiet", "--depth", "1", "--branch", f"v{release}", url, str(partial)]
     try:
-        gitrepo.git(clone, partial.parent)
+        gitrepo.clone_tag(url, f"v{release}", partial)
     except KbuildError as error:
         shutil.rmtree(partial, ignore_errors=True)
         tried.append(f"no checkout of tag v{release} from {url} ({error.message.splitlines()[-1]})")

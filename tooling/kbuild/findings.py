@@ -14,6 +14,7 @@ class Finding:
     message: str
     severity: str = "error"  # or "warning"
     fix: str | None = None
+    bad_input: bool = False  # the kernel cannot be read at all (an invalid build.toml): exit code 2
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else f"{self.path}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 from packaging.version import Version
 
-from kbuild import cuda, paths
+from kbuild import backends, cmakelang, extension_name, paths
 from kbuild.cutlass import cutlass_include_dirs
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec, Manifest
@@ -26,24 +26,14 @@ TEMPLATES = jinja2.Environment(
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
 )
-BACKEND_DEFINES = {
-    "cpu": "CPU_KERNEL",
-    "cuda": "CUDA_KERNEL",
-    "rocm": "ROCM_KERNEL",
-    "metal": "METAL_KERNEL",
-    "xpu": "XPU_KERNEL",
-}
-DEVICE_LANGUAGES = {"cuda": "CUDA", "rocm": "HIP", "metal": "OBJCXX", "xpu": "CXX"}
-COMPILED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu", ".hip", ".mm", ".metal"}
-TORCH_LIBRARIES = {
-    "cpu": ["c10", "torch", "torch_cpu"],
-    "cuda": ["c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda"],
-}
-TORCH_LIBRARIES.update(
-    rocm=["c10", "torch", "torch_cpu", "c10_hip", "torch_hip"],
-    xpu=["c10", "torch", "torch_cpu", "c10_xpu", "torch_xpu"],
-    metal=TORCH_LIBRARIES["cpu"],
+# CMakeLists.txt: every value goes through kbuild.cmakelang, and the template refuses any other.
+CMAKE_TEMPLATES = TEMPLATES.overlay(finalize=cmakelang.only_arguments)
+CMAKE_TEMPLATES.filters.update(
+    cmake=cmakelang.argument,
+    cmake_option=cmakelang.compile_option,
+    cmake_objects=cmakelang.target_objects,
 )
+COMPILED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu", ".hip", ".mm", ".metal"}
 
 
 def ops_name(manifest: Manifest, backend: str, uid: str) -> str:
@@ -60,6 +50,10 @@ class KernelTarget:
     device_flags: list[str] = field(default_factory=list)
     uses_torch: bool = False
 
+    @property
+    def target(self) -> str:
+        return f"kernel_{self.name}"
+
 
 @dataclass
 class Project:
@@ -69,6 +63,9 @@ class Project:
     variant: Variant
     ops_name: str
     build_dir: Path
+    digest: str  # of the build's inputs (kbuild.inputs.input_digest), computed once per command
+    # The local GPUs' capabilities to compile for instead of each kernel's full list; () = the full list.
+    gpu_capabilities: tuple[str, ...] = ()
 
     @property
     def generated_dir(self) -> Path:
@@ -85,34 +82,34 @@ class Project:
             if not (k.cuda_minver and toolkit and Version(toolkit) < Version(k.cuda_minver))
         ]
 
-    def capabilities(self, kernel: KernelSpec) -> list[str]:
-        """The CUDA capabilities `kernel` is compiled for in this variant."""
-        return cuda.select_capabilities(kernel.name, kernel.cuda_capabilities, self.variant.toolkit or "")
+    @property
+    def backend(self) -> backends.Backend:
+        return backends.get(self.variant.backend)
+
+    def kernel_archs(self, kernel: KernelSpec) -> list[str]:
+        """The archs `kernel` is compiled for in this variant (CUDA: those that run on the local
+        GPUs when `gpu_capabilities` names them and the kernel has any)."""
+        return self.backend.archs(kernel, self.variant.toolkit, self.gpu_capabilities)
 
     @property
     def archs(self) -> list[str]:
         """The CUDA capabilities or ROCm archs compiled, as metadata.json records them."""
-        kernels = self.kernels
-        if self.variant.backend == "cuda":
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the build already warned about dropped ones
-                selected = {cap for k in kernels for cap in self.capabilities(k)}
-            return sorted(selected, key=lambda cap: (Version(cuda.capability_base(cap)), cap))
-        if self.variant.backend == "rocm":
-            return sorted({arch for k in kernels for arch in k.rocm_archs})
-        return []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the build already warned about dropped ones
+            selected = {arch for k in self.kernels for arch in self.kernel_archs(k)}
+        return sorted(selected, key=self.backend.arch_key)
 
 
 def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
     kernel_dir = project.manifest.kernel_dir
-    backend = project.variant.backend
+    backend = project.backend
     sources = []
     for rel in kernel.src:
         paths.inside(kernel_dir, rel, file=project.manifest.path, what=f"[kernel.{kernel.name}] src")
         path = kernel_dir / rel
         if path.suffix not in COMPILED_SUFFIXES:
             continue  # headers: listed for dependency tracking by the compiler's depfiles
-        if backend == "rocm" and path.suffix == ".cu":
+        if backend.hipify and path.suffix == ".cu":
             from kbuild import rocm
 
             hipified = project.generated_dir / "hipified" / Path(rel).with_suffix(".hip")
@@ -123,23 +120,20 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
     for folder in kernel.include:
         paths.inside(kernel_dir, folder, file=project.manifest.path, what=f"[kernel.{kernel.name}] include")
     include_dirs = [kernel_dir.as_posix(), *((kernel_dir / d).as_posix() for d in kernel.include)]
-    include_dirs += [d.as_posix() for d in cutlass_include_dirs(kernel)]
-    device_flags: list[str] = []
-    if backend == "cuda":
-        device_flags += [*cuda.TORCH_NVCC_FLAGS, *cuda.KERNEL_BUILDER_NVCC_FLAGS]
-        for cap in project.capabilities(kernel):
-            device_flags += cuda.gencode_flags(cap)
-        device_flags += kernel.cuda_flags
-    elif backend == "rocm":
-        device_flags += [f"--offload-arch={arch}" for arch in kernel.rocm_archs] + kernel.hip_flags
-    elif backend == "xpu":
-        device_flags += kernel.sycl_flags
+    if backend.cutlass:
+        include_dirs += [d.as_posix() for d in cutlass_include_dirs(kernel)]
+    elif any(d.startswith("cutlass_") for d in kernel.depends):
+        warnings.warn(
+            f"{project.manifest.path}: [kernel.{kernel.name}] depends on CUTLASS, which kbuild provides to CUDA "
+            f"and ROCm builds only: the {backend.name} build leaves it out",
+            stacklevel=2,
+        )
     return KernelTarget(
         name=kernel.name,
         sources=sources,
         include_dirs=include_dirs,
         cxx_flags=list(kernel.cxx_flags),
-        device_flags=device_flags,
+        device_flags=backend.device_flags(kernel, project.kernel_archs(kernel)),
         uses_torch="torch" in kernel.depends,
     )
 
@@ -151,7 +145,7 @@ def cxx_standard(torch: TorchInstall) -> int:
 
 def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     """The generated files of a compiled variant: relative path -> content."""
-    manifest, backend = project.manifest, project.variant.backend
+    manifest, backend = project.manifest, project.backend
     if manifest.torch is None:
         raise KbuildError("only [torch] kernels are compiled", file=manifest.path)
     kernels = [_kernel_target(project, k) for k in project.kernels]
@@ -159,31 +153,36 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
     for rel in [*manifest.torch.src, *manifest.torch.include]:
         paths.inside(kernel_dir, rel, file=manifest.path, what="[torch] src/include")
     binding_sources = [(kernel_dir / s).as_posix() for s in manifest.torch.src if Path(s).suffix in COMPILED_SUFFIXES]
-    languages = ["CXX"] + ([DEVICE_LANGUAGES[backend]] if backend in ("cuda", "rocm", "metal") else [])
-    cmake = TEMPLATES.get_template("CMakeLists.txt.j2").render(
-        manifest_path=manifest.path,
+    languages = ["CXX"] + ([backend.language] if backend.language != "CXX" else [])
+    name_in_binding = extension_name.name_in_binding(manifest) is not None
+    target_version = torch_target_version(project.variant)
+    cmake = CMAKE_TEMPLATES.get_template(backend.cmake_template).render(
         ops_name=project.ops_name,
         python_name=manifest.python_name,
         cxx_standard=cxx_standard(torch),
         languages=languages,
-        backend=backend,
-        backend_define=BACKEND_DEFINES[backend],
-        device_language=DEVICE_LANGUAGES.get(backend, "CXX"),
-        torch_include_dirs=[d.as_posix() for d in torch.include_dirs]
-        + ([d.as_posix() for d in cuda.library_include_dirs()] if backend == "cuda" else []),
-        torch_target_version=torch_target_version(project.variant),
-        torch_libraries=[(torch.library_dir / f"lib{lib}.so").as_posix() for lib in TORCH_LIBRARIES[backend]],
+        common_defines=[backend.define, "_GLIBCXX_USE_CXX11_ABI=1"]
+        + ([f"TORCH_TARGET_VERSION={target_version}"] if target_version else []),
+        device_language=backend.language,
+        torch_include_dirs=[d.as_posix() for d in [*torch.include_dirs, *backend.extra_include_dirs()]],
+        torch_libraries=[(torch.library_dir / f"lib{lib}.so").as_posix() for lib in backend.torch_libraries],
         kernels=kernels,
         binding_sources=binding_sources,
         generated_dir=project.generated_dir.as_posix(),
         binding_include_dirs=[kernel_dir.as_posix(), *((kernel_dir / d).as_posix() for d in manifest.torch.include)],
         binding_cxx_flags=manifest.torch.cxx_flags,
         python_include_dir=sysconfig.get_paths()["include"],
+        name_in_binding=name_in_binding,
     )
-    return {
+    files = {
         "CMakeLists.txt": cmake,
-        "generated/registration.h": render_registration(project.variant),
+        "generated/registration.h": render_registration(project.variant, name_in_binding=name_in_binding),
     }
+    if not name_in_binding:
+        files["generated/extension_name.cpp"] = TEMPLATES.get_template("extension_name.cpp.j2").render(
+            ops_name=project.ops_name
+        )
+    return files
 
 
 def torch_target_version(variant: Variant) -> str | None:
@@ -195,8 +194,10 @@ def torch_target_version(variant: Variant) -> str | None:
     return f"0x{major:02x}{minor:02x}000000000000"
 
 
-def render_registration(variant: Variant) -> str:
-    return TEMPLATES.get_template("registration.h.j2").render(stable_abi=variant.kind == STABLE_ABI)
+def render_registration(variant: Variant, *, name_in_binding: bool) -> str:
+    return TEMPLATES.get_template("registration.h.j2").render(
+        stable_abi=variant.kind == STABLE_ABI, name_in_binding=name_in_binding
+    )
 
 
 def render_ops(ops_name: str, *, compiled: bool) -> str:

@@ -13,6 +13,33 @@ from kbuild.errors import KbuildError
 from kbuild.redact import scrub
 
 Process = subprocess.CompletedProcess[bytes]
+# The transports kbuild fetches over; git refuses the others (ext::, fd::, git://, http://)
+# for every command it runs, and URLs are checked against them before (url_problem).
+ALLOWED_PROTOCOLS = ("https", "ssh", "file")
+# user@host:path, git's short form of an ssh URL; neither part may look like an option.
+_SCP_URL = re.compile(r"[\w.+][\w.+-]*@[\w.][\w.-]*:[^\s-]\S*")
+
+
+def url_problem(url: str) -> str | None:
+    """Why git must not be given `url` (None: an https://, ssh://, file:// or user@host:path URL)."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ALLOWED_PROTOCOLS and rest and not rest.startswith("-") and not re.search(r"\s", url):
+        return None
+    if not sep and _SCP_URL.fullmatch(url):
+        return None
+    return f"{url!r} is not a git URL kbuild fetches from (https://, ssh://, file:// or user@host:path)"
+
+
+def _require_url(url: str) -> None:
+    problem = url_problem(url)
+    if problem:
+        raise KbuildError(f"git is not run on {scrub(problem)}", fix="use an https://, ssh:// or file:// URL")
+
+
+def clone_tag(url: str, tag: str, target: Path) -> None:
+    """A shallow clone of the tag `tag` of `url` into the new folder `target`."""
+    _require_url(url)
+    git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--", url, str(target)], target.parent)
 
 
 def _run(args: list[str], cwd: Path | str, *, input: bytes | None = None, outside_repo: bool = False) -> Process:
@@ -20,7 +47,7 @@ def _run(args: list[str], cwd: Path | str, *, input: bytes | None = None, outsid
     above `cwd`. Every git command kbuild runs goes through here."""
     if shutil.which("git") is None:
         raise KbuildError("git is not installed", fix="install git (apt-get install git)")
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0")
+    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL=":".join(ALLOWED_PROTOCOLS))
     if outside_repo:
         env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
     return subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=env, check=False)
@@ -45,13 +72,14 @@ def changed_files(ref: str, cwd: Path) -> list[str]:
     """Paths (relative to the repository root) changed between the merge base of `ref` and HEAD,
     plus uncommitted changes to tracked files; renames count as both paths."""
     root = toplevel(cwd) or cwd
-    if not git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root, check=False).strip():
+    verify = ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"]
+    if not git(verify, root, check=False).strip():
         raise KbuildError(
             f"`{ref}` is not a commit in {root}",
             fix="fetch it first (actions/checkout with fetch-depth: 0, or `git fetch origin <branch>`)",
         )
-    committed = git(["diff", "--name-only", "--no-renames", f"{ref}...HEAD"], root)
-    uncommitted = git(["diff", "--name-only", "--no-renames", "HEAD"], root)
+    committed = git(["diff", "--name-only", "--no-renames", "--end-of-options", f"{ref}...HEAD", "--"], root)
+    uncommitted = git(["diff", "--name-only", "--no-renames", "HEAD", "--"], root)
     return sorted({line for line in (committed + uncommitted).splitlines() if line})
 
 
@@ -99,6 +127,7 @@ _HUNK_HEADER = re.compile(r"^@@ -(?P<line>\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 def fetch(cache: Path, url: str, ref: str) -> str:
     """Fetch `ref` (branch, tag, HEAD or commit id) of `url` into the bare repository `cache`;
     return the commit it names."""
+    _require_url(url)
     if not (cache / "HEAD").is_file():
         cache.mkdir(parents=True, exist_ok=True)
         git(["init", "--bare", "--quiet"], cache)
@@ -114,11 +143,12 @@ def fetch(cache: Path, url: str, ref: str) -> str:
 
 def has_commit(repo: Path, commit: str) -> bool:
     """Whether the repository `repo` holds the commit `commit`."""
-    return _run(["cat-file", "-e", f"{commit}^{{commit}}"], repo).returncode == 0
+    return _run(["cat-file", "-e", "--end-of-options", f"{commit}^{{commit}}"], repo).returncode == 0
 
 
 def ls_remote(url: str, ref: str, cwd: Path) -> str | None:
     """The commit that `ref` (HEAD, a branch or a tag) names on `url`, or None if none."""
+    _require_url(url)
     proc = _run(["ls-remote", "--", url], cwd)
     if proc.returncode != 0:
         raise KbuildError(
@@ -137,7 +167,7 @@ def ls_remote(url: str, ref: str, cwd: Path) -> str | None:
 
 def tree_files(repo: Path, commit: str) -> dict[str, tuple[str, str]]:
     """Every file of `commit`: path -> (mode, object id); 120000: symlink, 160000: submodule."""
-    out = git(["ls-tree", "-r", "-z", "--full-tree", commit], repo)
+    out = git(["ls-tree", "-r", "-z", "--full-tree", "--end-of-options", commit], repo)
     files = {}
     for record in filter(None, out.split("\0")):
         meta, _, path = record.partition("\t")
@@ -148,7 +178,7 @@ def tree_files(repo: Path, commit: str) -> dict[str, tuple[str, str]]:
 
 def read_blob(repo: Path, oid: str) -> bytes:
     """The content of the blob `oid`."""
-    proc = _run(["cat-file", "blob", oid], repo)
+    proc = _run(["cat-file", "blob", "--end-of-options", oid], repo)
     if proc.returncode != 0:
         raise KbuildError(f"cannot read object {oid} in {repo}: {_stderr(proc)}")
     return proc.stdout
@@ -156,12 +186,12 @@ def read_blob(repo: Path, oid: str) -> bytes:
 
 def log_oneline(repo: Path, old: str, new: str) -> list[str]:
     """`git log --oneline old..new`: the commits in `new` that `old` lacks, newest first."""
-    return git(["log", "--oneline", "--no-decorate", f"{old}..{new}"], repo).splitlines()
+    return git(["log", "--oneline", "--no-decorate", "--end-of-options", f"{old}..{new}", "--"], repo).splitlines()
 
 
 def patch_paths(patch: Path, cwd: Path) -> list[str]:
     """The paths that `patch` reads or writes (both names of a rename), relative to `cwd`."""
-    proc = _run(["apply", "--numstat", "-z", str(patch.resolve())], cwd, outside_repo=True)
+    proc = _run(["apply", "--numstat", "-z", "--", str(patch.resolve())], cwd, outside_repo=True)
     if proc.returncode != 0:
         raise KbuildError(f"cannot read patch: {_stderr(proc)}", file=str(patch))
     fields = proc.stdout.decode().split("\0")
@@ -179,7 +209,7 @@ def patch_paths(patch: Path, cwd: Path) -> list[str]:
 
 def apply_patch(patch: Path, cwd: Path) -> None:
     """Apply `patch` to the files under `cwd`, all hunks or none; a failure names file and hunk."""
-    proc = _run(["apply", "--verbose", str(patch.resolve())], cwd, outside_repo=True)
+    proc = _run(["apply", "--verbose", "--", str(patch.resolve())], cwd, outside_repo=True)
     if proc.returncode == 0:
         return
     err = proc.stderr.decode(errors="replace")
@@ -210,3 +240,9 @@ def _find_hunk(patch: Path, path: str, line: int) -> tuple[int, str] | None:
             if int(match["line"]) == line:
                 return number, text.split(" @@")[0] + " @@"
     return None
+
+
+def succeeds(args: list[str], cwd: Path) -> bool:
+    """Run `git <args>` in `cwd` and say whether it exited 0: for commands whose failure is an
+    answer, not an error (a patch that does not apply, a merge that stops on conflicts)."""
+    return _run(args, cwd).returncode == 0

@@ -9,8 +9,11 @@ import re
 from kbuild.errors import KbuildError
 
 MAX_PART = 96
-_PART = re.compile(r"^[A-Za-z0-9._-]+$")
-_BRANCH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
+_PART = re.compile(r"[A-Za-z0-9._-]+")
+_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+# git's own names (`HEAD`, `FETCH_HEAD`, `ORIG_HEAD`, ...), which git reads as those refs, and
+# `main`, which holds the card.
+_RESERVED_BRANCH = re.compile(r"(?:[A-Z]+_)*HEAD|main")
 
 
 def repo_id_problem(repo_id: str) -> str | None:
@@ -21,7 +24,7 @@ def repo_id_problem(repo_id: str) -> str | None:
     for label, part in zip(("owner", "name"), parts, strict=True):
         if not part:
             return f"the {label} is empty"
-        if not _PART.match(part):
+        if not _PART.fullmatch(part):
             return f"the {label} {part!r} may use only letters, digits, `-`, `_` and `.`"
         if len(part) > MAX_PART:
             return f"the {label} is longer than {MAX_PART} characters"
@@ -44,17 +47,26 @@ def check_repo_id(repo_id: str, *, source: str, file: object = None) -> str:
     return repo_id
 
 
+def branch_problem(branch: str) -> str | None:
+    """Why `branch` is not a plain branch name, or None when it is. git's check-ref-format rules,
+    narrowed to one path component: a `/` would make `refs/...` names and Hub revisions such as
+    `refs/pr/1` ambiguous."""
+    if not _BRANCH.fullmatch(branch):
+        return "use only letters, digits, `_`, `-` and `.`, starting with a letter, digit or `_`"
+    if ".." in branch or branch.endswith((".", ".lock")):
+        return "it may not contain `..` nor end with `.` or `.lock`"
+    if _RESERVED_BRANCH.fullmatch(branch):
+        return "git or the Hub reserves this name"
+    return None
+
+
 def check_branch(branch: str, *, file: object = None) -> str:
     """`branch` if it is a plain git branch name (it is passed to git and the Hub as is)."""
-    parts = branch.split("/")
-    if (
-        not _BRANCH.match(branch)
-        or ".." in branch
-        or any(not part or part.startswith(".") or part.endswith((".", ".lock")) for part in parts)
-    ):
+    problem = branch_problem(branch)
+    if problem is not None:
         raise KbuildError(
-            f"[general.hub] branch `{branch}` is not a plain branch name",
+            f"[general.hub] branch {branch!r} is not a plain branch name: {problem}",
             file=file if file is None else str(file),
-            fix="use letters, digits, `_`, `-`, `.` and `/` (e.g. v1), starting with a letter or digit",
+            fix="leave `branch` out to publish to v<version>, or name one like `v1` or `release`",
         )
     return branch

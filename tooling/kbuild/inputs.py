@@ -9,9 +9,11 @@ benchmarks, docs and the card never change it, committed or not, so editing them
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from kbuild import paths
+from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest
 
 SOURCE_SUFFIXES = {
@@ -70,6 +72,24 @@ def input_digest(manifest: Manifest) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def input_uid(manifest: Manifest) -> str:
-    """The op-namespace uid: 7 hex digits of the input digest."""
-    return input_digest(manifest).removeprefix("sha256:")[:7]
+def uid_of(digest: str) -> str:
+    """The op-namespace uid: 7 hex digits of an input digest."""
+    return digest.removeprefix("sha256:")[:7]
+
+
+def require_fresh(manifest: Manifest, variant_dir: Path, *, digest: str | None = None) -> None:
+    """Refuse a variant built from other sources than the kernel's current ones (`digest`: their
+    input digest, when the command computed it already)."""
+    metadata_file = variant_dir / "metadata.json"
+    try:
+        recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("provenance", {}).get("sources")
+    except (ValueError, AttributeError):
+        recorded = None
+    current = digest or input_digest(manifest)
+    if recorded != current:
+        why = "records no source digest" if recorded is None else "was built from other sources than the current ones"
+        raise KbuildError(
+            f"the build of {variant_dir.name} is stale: its metadata.json {why}",
+            file=str(metadata_file),
+            fix=f"rebuild it: `kbuild build {manifest.kernel_dir}`",
+        )

@@ -10,12 +10,15 @@ schema test all follow from the field (see kbuild.schema).
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbuild import flags
+from kbuild.backends import COMPILED, EXPERIMENTAL
 from kbuild.errors import ManifestError, UsageError
 from kbuild.schema import (
     Checked,
@@ -24,6 +27,7 @@ from kbuild.schema import (
     Rule,
     SourceMap,
     Validator,
+    closest,
     describe_value,
     fields_of,
     key,
@@ -35,9 +39,21 @@ from kbuild.schema import (
 from kbuild.tomlcompat import tomllib
 
 CURRENT_EDITION = 5
-BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu")
-EXPERIMENTAL_BACKENDS = ("cann", "neuron", "tpu")
+BACKENDS = COMPILED
+EXPERIMENTAL_BACKENDS = EXPERIMENTAL
 ALL_BACKENDS = BACKENDS + EXPERIMENTAL_BACKENDS
+# Backends are named by platform: what users write instead, and what they mean by it.
+_GPU = "GPU backends are named by platform: cuda (NVIDIA), rocm (AMD), xpu (Intel), metal (Apple)"
+BACKEND_WORDS = {
+    "gpu": _GPU,
+    "nvidia": "did you mean `cuda`?",
+    "amd": "did you mean `rocm`?",
+    "hip": "did you mean `rocm`?",
+    "intel": "did you mean `xpu`?",
+    "sycl": "did you mean `xpu`?",
+    "mps": "did you mean `metal`?",
+    "apple": "did you mean `metal`?",
+}
 FRAMEWORKS = ("torch", "torch-noarch", "tvm-ffi")
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 # The Hub's limit for a repository name; it also keeps build folders and op names short.
@@ -140,7 +156,13 @@ def _inside(path: str) -> Problem | None:
     return f"`{show(path)}` must be a path inside the kernel folder", "use a relative path without `..`"
 
 
-_source = _stricter(_inside, "a build reads only files of its kernel folder")
+def _path(path: str) -> Problem | None:
+    return _inside(path) or flags.name_problem(path)
+
+
+_source = _stricter(_path, "a build reads only files of its kernel folder, by names CMake reads literally")
+_include = _stricter(flags.name_problem, "the folder names are written into the generated CMake project")
+_flag = _stricter(flags.syntax_problem, "a flag reaches the compiler as written, never CMake's language or a program")
 
 
 # -- the schema --------------------------------------------------------------------------
@@ -203,7 +225,7 @@ class General:
     version: int = key(rule=_non_negative, example="1")
     edition: int = key(rule=_edition, example=str(CURRENT_EDITION))
     license: str = key(example='"Apache-2.0"')
-    backends: list[str] = key(rule=one_of(ALL_BACKENDS), example='["cpu", "cuda"]')
+    backends: list[str] = key(rule=one_of(ALL_BACKENDS, meant=BACKEND_WORDS), example='["cpu", "cuda"]')
     upstream: str | None = key(default=None, rule=_git_url, example='"https://github.com/org/repo"')
     source: str | None = key(default=None, rule=_git_url, example='"https://github.com/org/repo"')
     python_depends: list[str] = key(factory=list, rule=_python_depends(None), example='["einops"]')
@@ -233,13 +255,13 @@ class General:
 @dataclass(frozen=True)
 class TorchSpec:
     src: list[str] = key(factory=list, rule=_source, example='["torch-ext/torch_binding.cpp"]')
-    include: list[str] = field(default_factory=list)
+    include: list[str] = key(factory=list, rule=_include)
     pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
     minver: str | None = key(default=None, rule=_version, example='"2.10"')
     maxver: str | None = key(default=None, rule=_version, example='"2.13"')
-    cxx_flags: list[str] = field(default_factory=list)
+    cxx_flags: list[str] = key(factory=list, rule=_flag)
     stable_abi: str | dict[str, str] | None = key(
-        default=None, rule=_version, names=one_of(ALL_BACKENDS), example='"2.10"'
+        default=None, rule=_version, names=one_of(ALL_BACKENDS, meant=BACKEND_WORDS), example='"2.10"'
     )
 
     def stable_abi_for(self, backend: str) -> str | None:
@@ -251,9 +273,9 @@ class TorchSpec:
 @dataclass(frozen=True)
 class TvmFfiSpec:
     src: list[str] = key(factory=list, rule=_source, example='["torch-ext/torch_binding.cpp"]')
-    include: list[str] = field(default_factory=list)
+    include: list[str] = key(factory=list, rule=_include)
     pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
-    cxx_flags: list[str] = field(default_factory=list)
+    cxx_flags: list[str] = key(factory=list, rule=_flag)
 
 
 @dataclass(frozen=True)
@@ -266,17 +288,17 @@ class NoarchSpec:
 @dataclass(frozen=True)
 class KernelSpec:
     name: str = table_name()
-    backend: str = key(rule=one_of(BACKENDS), example='"cuda"')
+    backend: str = key(rule=one_of(BACKENDS, meant=BACKEND_WORDS), example='"cuda"')
     depends: list[str] = key(rule=one_of(KERNEL_DEPENDS), example='["torch"]')
     src: list[str] = key(rule=_source, example='["my_kernel/kernel.cu"]')
-    include: list[str] = field(default_factory=list)
-    cxx_flags: list[str] = field(default_factory=list)
+    include: list[str] = key(factory=list, rule=_include)
+    cxx_flags: list[str] = key(factory=list, rule=_flag)
     cuda_capabilities: list[str] = key(factory=list, rule=_capability, example='["8.0", "9.0"]', backends=("cuda",))
-    cuda_flags: list[str] = key(factory=list, backends=("cuda",))
+    cuda_flags: list[str] = key(factory=list, rule=_flag, backends=("cuda",))
     cuda_minver: str | None = key(default=None, rule=_version, example='"12.8"', backends=("cuda",))
     rocm_archs: list[str] = key(factory=list, rule=_rocm_arch, example='["gfx942"]', backends=("rocm",))
-    hip_flags: list[str] = key(factory=list, backends=("rocm",))
-    sycl_flags: list[str] = key(factory=list, backends=("xpu",))
+    hip_flags: list[str] = key(factory=list, rule=_flag, backends=("rocm",))
+    sycl_flags: list[str] = key(factory=list, rule=_flag, backends=("xpu",))
 
 
 @dataclass(frozen=True)
@@ -535,7 +557,38 @@ def validate(raw: dict[str, Any], path: Path, text: str, *, license: str | None 
     _check_sources(validator, path.parent, ("torch" if toml.torch else "tvm-ffi",), torch.src if torch else [])
     for name, kernel_table in toml.kernel.items():
         _check_sources(validator, path.parent, ("kernel", name), kernel_table.src)
+    if torch:
+        _check_flag_paths(validator, path.parent, ("torch" if toml.torch else "tvm-ffi",), torch)
+    for name, kernel_table in toml.kernel.items():
+        _check_flag_paths(validator, path.parent, ("kernel", name), kernel_table)
+    _check_folder_name(path)
     return Manifest(path, general, frameworks[0], torch, toml.torch_noarch, toml.kernel, edition)
+
+
+_ESCAPES = "`src` and `include` cannot leave the kernel folder, and neither can a flag"
+
+
+def _check_flag_paths(validator: Validator, root: Path, table: tuple[str, ...], spec: TorchSpec | KernelSpec) -> None:
+    cls: Any = type(spec)
+    for f in fields_of(cls):
+        if f.toml.endswith("-flags"):
+            for flag in getattr(spec, f.name):
+                problem = flags.path_problem(flag, root)
+                if problem:
+                    raise validator.error((*table, f.toml), f"{problem[0]} ({STRICTER}{_ESCAPES})", problem[1])
+
+
+def _check_folder_name(path: Path) -> None:
+    """The kernel folder's name is written into the generated project and build paths."""
+    folder = path.resolve().parent
+    problem = flags.name_problem(folder.name)
+    if problem:
+        raise ManifestError(
+            f"the kernel folder {problem[0]}",
+            file=path,
+            line=None,
+            fix=f"{problem[1]} (the folder {show(str(folder), 120)})",
+        )
 
 
 def _check_backend_keys(validator: Validator, spec: KernelSpec, raw: dict[str, Any]) -> None:
@@ -584,11 +637,26 @@ def _check_sources(validator: Validator, root: Path, table: tuple[str, ...], fil
                 (*table, "src"), f"`{show(rel)}` cannot be read: {exc.strerror}", "fix the path"
             ) from None
         if not exists:
+            close = closest(rel, _kernel_files(root))
+            hint = f"did you mean `{show(close)}`? Else " if close else ""
             raise validator.error(
                 (*table, "src"),
                 f"`{show(rel)}` does not exist ({STRICTER}kernel-builder finds it missing only when it builds)",
-                f"create {show(str(root / rel), 120)} or remove it from `src`",
+                f"{hint}create {show(str(root / rel), 120)} or remove it from `src`",
             )
+
+
+def _kernel_files(root: Path, limit: int = 5000) -> list[str]:
+    """Paths of the kernel's files relative to it (not those of build/ or hidden folders), to
+    suggest for a misspelt one; at most `limit`."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        top = Path(folder) == root
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (top and d == "build"))
+        found += (Path(folder, f).relative_to(root).as_posix() for f in sorted(files))
+        if len(found) >= limit:
+            break
+    return found[:limit]
 
 
 def upgrade_file(kernel_dir: Path, *, license: str | None = None) -> str:

@@ -14,11 +14,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from kbuild import cuda, gitrepo
+from kbuild import backends, cuda, gitrepo
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, TorchSpec, load_manifest
 from kbuild.tomlcompat import tomllib
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, Variant, major_minor
+from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, BuiltVariant, Variant, major_minor
 
 VARIANTS_FILE = Path(__file__).parent / "data" / "variants.toml"
 # A change here rebuilds every kernel: the build library itself.
@@ -47,13 +47,14 @@ class Supported:
 def load_supported(path: Path = VARIANTS_FILE) -> Supported:
     try:
         data = tomllib.loads(path.read_text())
-        cuda_with_archs = [t.get("version") for t in data["toolkit"] if t["backend"] == "cuda" and "archs" in t]
-        if cuda_with_archs:
-            raise KbuildError(
-                f"CUDA toolkit {cuda_with_archs[0]} has an `archs` list",
-                file=str(path),
-                fix="remove it: the capabilities each CUDA toolkit builds are kbuild's own (kbuild/cuda.py)",
-            )
+        for t in data["toolkit"]:
+            record = backends.BY_NAME.get(t["backend"])
+            if record and record.own_toolkit_archs and "archs" in t:
+                raise KbuildError(
+                    f"{record.title} toolkit {t.get('version')} has an `archs` list",
+                    file=str(path),
+                    fix=f"remove it: {record.own_toolkit_archs}",
+                )
         return Supported(
             torch=tuple(data["torch"]),
             cpu=data["cpu"],
@@ -148,6 +149,14 @@ def kernel_jobs(root: Path, manifest: Manifest, supported: Supported) -> list[di
     return jobs
 
 
+def ci_variants(manifest: Manifest) -> list[BuiltVariant]:
+    """The variants the release workflow builds for this kernel (`kbuild matrix --release`)."""
+    if manifest.framework == "tvm-ffi":
+        return []  # `kbuild matrix` does not build tvm-ffi kernels yet
+    jobs = kernel_jobs(manifest.kernel_dir, manifest, load_supported())
+    return [BuiltVariant(job["variant"], job["backend"], list(job["archs"])) for job in jobs]
+
+
 def _job(
     root: Path,
     manifest: Manifest,
@@ -172,7 +181,7 @@ def _job(
 
 
 def _cpu_toolkit(supported: Supported) -> Toolkit:
-    return next(t for t in supported.toolkits if t.backend == "cpu")
+    return next(t for t in supported.toolkits if t.backend == backends.CPU.name)
 
 
 def _torch_versions(spec: TorchSpec, backend: str, supported: Supported) -> list[tuple[str, str]]:
@@ -185,9 +194,10 @@ def _torch_versions(spec: TorchSpec, backend: str, supported: Supported) -> list
 
 
 def _toolkit_in_bounds(manifest: Manifest, toolkit: Toolkit) -> bool:
-    if toolkit.backend != "cuda" or toolkit.version is None:
+    bounds = backends.get(toolkit.backend).toolkit_bounds
+    if bounds is None or toolkit.version is None:
         return True
-    return _in_bounds(toolkit.version, manifest.general.cuda_minver, manifest.general.cuda_maxver)
+    return _in_bounds(toolkit.version, *bounds(manifest))
 
 
 def _in_bounds(version: str, low: str | None, high: str | None) -> bool:
@@ -201,19 +211,14 @@ def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
     list less what the toolkit cannot build (the toolkit's default list when it has none), each
     ROCm kernel's list. None (no job) when the toolkit can build none of a CUDA kernel's list, or
     lacks any arch a ROCm kernel lists."""
+    record = backends.get(toolkit.backend)
     wanted: set[str] = set()
-    for spec in manifest.kernels.values():
-        if spec.backend == toolkit.backend == "cuda":
-            version = toolkit.version or ""
-            buildable = cuda.toolkit_archs(version)
-            listed = spec.cuda_capabilities or cuda.default_capabilities(version)
-            kept = [arch for arch in listed if cuda.capability_base(arch) in buildable]
-            if not kept:
-                return None
-            wanted |= set(kept)
-        elif spec.backend == toolkit.backend == "rocm":
-            wanted |= set(spec.rocm_archs or ())
-    if toolkit.backend == "rocm" and toolkit.archs and any(arch not in toolkit.archs for arch in wanted):
+    for spec in manifest.kernels_for(toolkit.backend):
+        kept = record.ci_archs(spec, toolkit.version or "")
+        if kept is None:
+            return None
+        wanted |= set(kept)
+    if toolkit.archs and any(arch not in toolkit.archs for arch in wanted):
         return None
     return sorted(wanted, key=_arch_key)
 

@@ -13,6 +13,7 @@ Three rules, one function each:
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path, PurePath, PurePosixPath
@@ -37,7 +38,7 @@ def inside(root: Path, path: str | PurePath, *, file: Path | str | None = None, 
     point inside it are fine). Raises KbuildError naming the symlink or path that leaves it."""
     root = Path(root).resolve()
     candidate = root / path
-    resolved = candidate.resolve()
+    resolved = _resolve(candidate, path, file=file, what=what)
     if resolved == root or resolved.is_relative_to(root):
         return resolved
     link = _leaving_link(root, candidate)
@@ -48,6 +49,39 @@ def inside(root: Path, path: str | PurePath, *, file: Path | str | None = None, 
         message = f"{what} {str(path)!r} is outside {root}"
         fix = "use a path inside the kernel folder"
     raise KbuildError(message, file=file, fix=fix)
+
+
+def _resolve(candidate: Path, path: str | PurePath, *, file: Path | str | None, what: str) -> Path:
+    """`candidate` resolved; a KbuildError for a path the system cannot look up (a NUL, a name
+    or path too long) and for a symlink loop on the way. A missing path is the caller's concern."""
+    try:
+        resolved = candidate.resolve()
+    except ValueError:
+        raise KbuildError(
+            f"{what} {str(path)!r} contains a NUL character", file=file, fix="remove it from the path"
+        ) from None
+    except RuntimeError:  # Python before 3.13 reports a loop this way
+        raise _loop(candidate, what, file) from None
+    try:
+        os.stat(resolved)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise _loop(candidate, what, file) from None
+        if err.errno == errno.ENAMETOOLONG:
+            raise KbuildError(
+                f"{what} {str(path)[:60]!r}... ({len(str(path))} characters) is longer than the system allows",
+                file=file,
+                fix="use shorter, less deeply nested names",
+            ) from None
+    return resolved
+
+
+def _loop(candidate: Path, what: str, file: Path | str | None) -> KbuildError:
+    return KbuildError(
+        f"{what} {candidate} is a symlink loop (it leads back to itself)",
+        file=file,
+        fix="replace the symlink with the file or folder it should point to",
+    )
 
 
 def _leaving_link(root: Path, candidate: Path) -> Path | None:

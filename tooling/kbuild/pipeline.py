@@ -1,8 +1,11 @@
-"""The main job: build every kernel for this machine, run its quick tests, load each build
-with the real `kernels` library, and summarise."""
+"""The main job: build every kernel for this machine, run its quick tests (skipped when the
+build and the tests are those of the last passing run), load each build with the real
+`kernels` library, and summarise."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -10,11 +13,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild import gitrepo
+from kbuild import __version__, gitrepo, paths
 from kbuild.build import build_kernel
 from kbuild.errors import KbuildError
 from kbuild.manifest import load_manifest
-from kbuild.redact import scrub
+from kbuild.redact import say, scrub
 from kbuild.testing import loader_environment, run_tests
 
 LOAD_PROBE = (
@@ -22,6 +25,7 @@ LOAD_PROBE = (
     "module = get_kernel(sys.argv[1], version=int(sys.argv[2]))\n"
     "print(module.__name__, ','.join(getattr(module, '__all__', [])))\n"
 )
+QUICK_TESTS_STAMP = "quick-tests-passed"
 
 
 @dataclass
@@ -40,7 +44,7 @@ class KernelResult:
     @property
     def ok(self) -> bool:
         published = not self.published.startswith("failed")
-        return self.build == "ok" and self.tests == "passed" and self.load.startswith("ok") and published
+        return self.build == "ok" and self.tests.startswith("passed") and self.load.startswith("ok") and published
 
 
 def load_with_kernels(kernel_dir: Path, repo_id: str, version: int) -> str:
@@ -75,10 +79,10 @@ def check_out_branch(repo: Path, branch: str) -> Path:
     publishing can still check the branch out), created or moved to the branch's new head."""
     checkout = repo.with_name(f"{repo.name}@{branch}")
     if (checkout / ".git").exists():
-        gitrepo.git(["checkout", "--quiet", "--force", "--detach", branch], checkout)
+        gitrepo.git(["checkout", "--quiet", "--force", "--detach", f"refs/heads/{branch}", "--"], checkout)
     else:
         gitrepo.git(["worktree", "prune"], repo)
-        gitrepo.git(["worktree", "add", "--quiet", "--detach", str(checkout.resolve()), branch], repo)
+        gitrepo.git(["worktree", "add", "--quiet", "--detach", "--", str(checkout.resolve()), branch], repo)
     return checkout
 
 
@@ -92,22 +96,55 @@ def load_command(result: KernelResult) -> str | None:
     return f'LOCAL_KERNELS={result.repo_id}="{path}" {python} -c "{code}"'
 
 
-def run_kernel(kernel_dir: Path, hub: Path | None = None) -> KernelResult:
+def quick_tests_key(kernel_dir: Path, variant_dir: Path) -> str:
+    """A digest of what a quick-test run depends on: the staged build, tests/, and the versions
+    of Python, torch, kernels and kbuild."""
+    digest = hashlib.sha256()
+    for label, folder in (("build", variant_dir), ("tests", kernel_dir / "tests")):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            data = path.read_bytes()
+            digest.update(f"{label}/{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode() + data)
+    versions = [sys.version, importlib.metadata.version("torch"), importlib.metadata.version("kernels"), __version__]
+    digest.update("\0".join(versions).encode())
+    return digest.hexdigest()
+
+
+def run_quick_tests(kernel_dir: Path, variant_dir: Path, *, force: bool) -> str:
+    """Run the kernel's quick tests against `variant_dir`, unless they passed last time on the same
+    build and tests (`.kbuild/<variant>/quick-tests-passed` keeps the key of that run); the result."""
+    key = quick_tests_key(kernel_dir, variant_dir)
+    stamp = f".kbuild/{variant_dir.name}/{QUICK_TESTS_STAMP}"
+    if not force and (kernel_dir / stamp).is_file() and (kernel_dir / stamp).read_text() == key:
+        say(
+            f"kbuild: {kernel_dir.name}: quick tests skipped: the build and tests/ are unchanged since they last "
+            "passed (--force-tests runs them)",
+            err=True,
+        )
+        return "passed (unchanged)"
+    code = run_tests(kernel_dir, ci=True, build=False)
+    if code != 0:
+        paths.remove(kernel_dir / stamp)
+        return f"failed (pytest exit {code})"
+    paths.write_file(kernel_dir, stamp, key.encode())
+    return "passed"
+
+
+def run_kernel(kernel_dir: Path, hub: Path | None = None, *, force_tests: bool = False) -> KernelResult:
     started = time.monotonic()
     result = KernelResult(kernel_dir.name)
     try:
         manifest = load_manifest(kernel_dir)
-        result.variant = build_kernel(kernel_dir).name
+        staged = build_kernel(kernel_dir, all_capabilities=True)
+        result.variant = staged.name
         result.build = "ok"
-        code = run_tests(kernel_dir, ci=True, build=False)
-        result.tests = "passed" if code == 0 else f"failed (pytest exit {code})"
+        result.tests = run_quick_tests(kernel_dir.resolve(), staged, force=force_tests)
         result.load = load_with_kernels(kernel_dir.resolve(), manifest.repo_id, manifest.version)
         result.repo_id, result.version = manifest.repo_id, manifest.version
         if hub is not None and result.ok:
             result.published = "failed"
             result.published, result.checkout = publish_locally(kernel_dir, result.variant, hub)
     except KbuildError as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        say(f"error: {exc}", err=True)
         result.build = "failed" if result.build != "ok" else result.build
     result.seconds = time.monotonic() - started
     return result
@@ -125,6 +162,8 @@ def format_table(results: list[KernelResult]) -> str:
     return "\n".join(lines)
 
 
-def run_all(kernel_dirs: list[Path], hub: Path | None = None) -> tuple[list[KernelResult], bool]:
-    results = [run_kernel(d, hub) for d in kernel_dirs]
+def run_all(
+    kernel_dirs: list[Path], hub: Path | None = None, *, force_tests: bool = False
+) -> tuple[list[KernelResult], bool]:
+    results = [run_kernel(d, hub, force_tests=force_tests) for d in kernel_dirs]
     return results, all(r.ok for r in results)

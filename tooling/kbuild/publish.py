@@ -24,15 +24,20 @@ from typing import TYPE_CHECKING
 
 from kbuild import gitrepo, locks, paths
 from kbuild.abi import check_abi
+from kbuild.apicheck import guard_release
+from kbuild.build import require_all_capabilities
 from kbuild.card import latest_benchmarks, render_card
 from kbuild.errors import KbuildError
 from kbuild.hubid import check_branch, check_repo_id
-from kbuild.inputs import input_digest
+from kbuild.inputs import input_digest, require_fresh
 from kbuild.manifest import Manifest, load_manifest
-from kbuild.redact import scrub
+from kbuild.matrix import ci_variants
+from kbuild.published import GitRepository, HubRepository
+from kbuild.redact import say, scrub
+from kbuild.variants import BuiltVariant
 
 if TYPE_CHECKING:
-    from huggingface_hub import HfApi
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
 REPO_TYPE = "kernel"
 CONFLICT_STATUSES = (409, 412)
@@ -51,13 +56,24 @@ class Unit:
 
 
 @dataclass(frozen=True)
+class Card:
+    """The kernel card of a release: README.md as rendered for `variants` on the version branch, and
+    what renders it again when the branch holds other variants after the upload."""
+
+    manifest: Manifest
+    ci_variants: list[BuiltVariant]
+    variants: list[str]  # sorted
+    readme: bytes
+
+
+@dataclass(frozen=True)
 class Release:
     repo_id: str
     branch: str
     branch_units: list[Unit] = field(default_factory=list)
     main_units: list[Unit] = field(default_factory=list)
     abi_findings: list[str] = field(default_factory=list)  # `kbuild check --abi` of the variants
-    card: Callable[[list[str]], bytes] | None = None  # README.md for the variants on the branch after upload
+    card: Card | None = None
 
     def require_portable(self) -> None:
         if self.abi_findings:
@@ -94,6 +110,7 @@ def prepare_release(
     units: list[Unit] = []
     findings: list[str] = []
     if not card_only:
+        digest = input_digest(manifest)
         chosen = variants or sorted(built)
         if not chosen:
             raise KbuildError(
@@ -108,7 +125,8 @@ def prepare_release(
                     file=str(kernel_dir / "build"),
                     fix=f"build it, or choose one of: {', '.join(built) or 'none'}",
                 )
-            _require_fresh(manifest, built[name])
+            require_fresh(manifest, built[name], digest=digest)
+            require_all_capabilities(manifest, built[name], digest=digest)
             findings += [str(f) for f in check_abi(built[name])]
             units.append(Unit(f"build/{name}", _variant_files(kernel_dir, name), f"Upload {name}"))
     if variants is None:
@@ -118,39 +136,15 @@ def prepare_release(
         }
         units.append(Unit("benchmarks", benchmarks, "Upload benchmarks"))
 
-        def card(published: list[str]) -> bytes:
-            return render_card(kernel_dir, repo_id=repo_id, published=published).encode()
-
-        main: dict[str, Path | bytes] = {"README.md": card(variants or sorted(built))}
+        ci = ci_variants(manifest)
+        readme = render_card(manifest, ci_variants=ci, repo_id=repo_id, published=sorted(built)).encode()
+        main: dict[str, Path | bytes] = {"README.md": readme}
         for benchmark in latest_benchmarks(kernel_dir):
             if benchmark.plot:
                 main[benchmark.plot] = kernel_dir / benchmark.plot
-        return Release(
-            repo_id,
-            branch,
-            units,
-            [Unit("", main, "Update the kernel card")],
-            findings,
-            card,
-        )
+        card = Card(manifest, ci, sorted(built), readme)
+        return Release(repo_id, branch, units, [Unit("", main, "Update the kernel card")], findings, card)
     return Release(repo_id, branch, units, [], findings)
-
-
-def _require_fresh(manifest: Manifest, variant_dir: Path) -> None:
-    """Refuse a variant built from other sources than the kernel's current ones."""
-    metadata_file = variant_dir / "metadata.json"
-    try:
-        recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("provenance", {}).get("sources")
-    except (ValueError, AttributeError):
-        recorded = None
-    current = input_digest(manifest)
-    if recorded != current:
-        why = "records no source digest" if recorded is None else "was built from other sources than the current ones"
-        raise KbuildError(
-            f"the build of {variant_dir.name} is stale: its metadata.json {why}",
-            file=str(metadata_file),
-            fix=f"rebuild it: `kbuild build {manifest.kernel_dir}`",
-        )
 
 
 def _variant_files(kernel_dir: Path, variant: str) -> dict[str, Path | bytes]:
@@ -190,8 +184,17 @@ def _size(content: Path | bytes) -> int:
 # -- the Hub ---------------------------------------------------------------------------------
 
 
-def publish_to_hub(release: Release, api: HfApi | None = None, *, log: Callable[[str], None] = print) -> None:
-    """Create the kernel repository and branch if missing, then commit each unit."""
+def publish_to_hub(
+    release: Release,
+    api: HfApi | None = None,
+    *,
+    create_pr: bool = False,
+    allow_breaking: bool = False,
+    log: Callable[[str], None] = say,
+) -> None:
+    """Create the kernel repository and branch if missing, then commit each unit; with
+    `create_pr`, open one pull request per branch instead. An existing version branch refuses
+    an API break (kbuild.apicheck) unless `allow_breaking`."""
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -205,7 +208,12 @@ def publish_to_hub(release: Release, api: HfApi | None = None, *, log: Callable[
         api = HfApi()
     try:
         api.create_repo(release.repo_id, repo_type=REPO_TYPE, exist_ok=True)
+        published = HubRepository(release.repo_id, f"hub:{release.repo_id}", False, api)
+        release = guard_release(release, published, allow_breaking=allow_breaking, log=log)
         api.create_branch(release.repo_id, branch=release.branch, repo_type=REPO_TYPE, exist_ok=True)
+        if create_pr:
+            _open_pull_requests(api, release, log)
+            return
         for unit in release.branch_units:
             commit = _commit_unit(api, release.repo_id, release.branch, unit)
             log(f"{release.branch}: {unit.message}: {commit or 'unchanged'}")
@@ -218,13 +226,25 @@ def publish_to_hub(release: Release, api: HfApi | None = None, *, log: Callable[
             fix="check the repository id and that the token (HF_TOKEN or `hf auth login`) "
             "may write to the organization",
         ) from None
+    except json.JSONDecodeError as err:
+        raise KbuildError(
+            f"the Hub at {api.endpoint} answered a request for {release.repo_id} with a body that is not JSON "
+            f"({err.msg} at character {err.pos})",
+            fix="check that HF_ENDPOINT, when set, names a Hugging Face Hub, then publish again",
+        ) from None
 
 
 def _card_units(release: Release, branch_variants: Callable[[], list[str]]) -> list[Unit]:
     """The main units, the card rendered for the variants on the version branch now."""
-    if release.card is None or not any("README.md" in unit.files for unit in release.main_units):
+    card = release.card
+    if card is None or not any("README.md" in unit.files for unit in release.main_units):
         return release.main_units
-    readme = release.card(branch_variants())
+    published = sorted(branch_variants())
+    if published == card.variants:
+        return release.main_units
+    readme = render_card(
+        card.manifest, ci_variants=card.ci_variants, repo_id=release.repo_id, published=published
+    ).encode()
     return [
         Unit(u.prefix, {**u.files, "README.md": readme}, u.message) if "README.md" in u.files else u
         for u in release.main_units
@@ -245,17 +265,11 @@ def _hub_variants(api: HfApi, repo_id: str, branch: str) -> list[str]:
 def _commit_unit(api: HfApi, repo_id: str, branch: str, unit: Unit) -> str | None:
     """One commit replacing `unit` on `branch`, planned against the branch head and planned
     again on a conflict."""
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
     from huggingface_hub.errors import HfHubHTTPError
 
     for attempt in range(COMMIT_ATTEMPTS):
         head = _branch_head(api, repo_id, branch)
-        stale = sorted(_remote_files(api, repo_id, head, unit.prefix) - unit.files.keys()) if unit.prefix else []
-        operations: list[CommitOperationAdd | CommitOperationDelete] = [
-            CommitOperationAdd(path, content if isinstance(content, bytes) else str(content))
-            for path, content in unit.files.items()
-        ]
-        operations += [CommitOperationDelete(path) for path in stale]
+        operations = _operations(api, repo_id, head, unit)
         if not operations:
             return None
         try:
@@ -275,6 +289,42 @@ def _commit_unit(api: HfApi, repo_id: str, branch: str, unit: Unit) -> str | Non
             continue
         return info.oid if info.oid != head else None
     return None
+
+
+def _operations(api: HfApi, repo_id: str, head: str, unit: Unit) -> list[CommitOperationAdd | CommitOperationDelete]:
+    """Add every file of `unit`, delete the files under its prefix at `head` that it lacks."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    stale = sorted(_remote_files(api, repo_id, head, unit.prefix) - unit.files.keys()) if unit.prefix else []
+    operations: list[CommitOperationAdd | CommitOperationDelete] = [
+        CommitOperationAdd(path, content if isinstance(content, bytes) else str(content))
+        for path, content in unit.files.items()
+    ]
+    return operations + [CommitOperationDelete(path) for path in stale]
+
+
+def _open_pull_requests(api: HfApi, release: Release, log: Callable[[str], None]) -> None:
+    """One Hub pull request with every unit of the version branch, one with the card on main."""
+    uploaded = {unit.prefix.removeprefix("build/") for unit in release.branch_units if unit.prefix.startswith("build/")}
+    on_branch = _hub_variants(api, release.repo_id, release.branch)
+    main_units = _card_units(release, lambda: sorted(uploaded | set(on_branch)))
+    for branch, units in ((release.branch, release.branch_units), ("main", main_units)):
+        head = _branch_head(api, release.repo_id, branch)
+        operations = [operation for unit in units for operation in _operations(api, release.repo_id, head, unit)]
+        info = None
+        if operations:
+            messages = [unit.message.partition("\n")[::2] for unit in units]
+            info = api.create_commit(
+                release.repo_id,
+                operations,
+                commit_message="; ".join(summary for summary, _ in messages),
+                commit_description="\n".join(body.strip() for _, body in messages if body.strip()),
+                revision=branch,
+                parent_commit=head,
+                create_pr=True,
+                repo_type=REPO_TYPE,
+            )
+        log(f"{branch}: pull request: {info.pr_url if info and info.pr_url else 'nothing changed'}")
 
 
 def _branch_head(api: HfApi, repo_id: str, branch: str) -> str:
@@ -304,7 +354,8 @@ def publish_to_folder(
     folder: Path,
     *,
     allow_nonportable: bool = False,
-    log: Callable[[str], None] = print,
+    allow_breaking: bool = False,
+    log: Callable[[str], None] = say,
 ) -> Path:
     """Commit the release into `folder/<org>/<name>`, a git repository with branches main and
     the version branch (binaries in git-lfs when it is installed). Returns the repository path.
@@ -315,11 +366,24 @@ def publish_to_folder(
     check_repo_id(release.repo_id, source="repository id")
     owner, name = release.repo_id.split("/")
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    repo = paths.inside(folder, release.repo_id, what="hub repository")
-    lock_file = paths.real_dir(folder, ".locks") / f"{owner}--{name}.lock"
-    with locks.hold(lock_file, log, f"waiting for another publish into {repo}"):
-        _publish_locked(release, repo, log)
+    if folder.exists() and not folder.is_dir():
+        raise KbuildError(
+            f"the hub folder {folder} is a file", fix="name a folder, or a path where one can be created (--to)"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        repo = paths.inside(folder, release.repo_id, what="hub repository")
+        lock_file = paths.real_dir(folder, ".locks") / f"{owner}--{name}.lock"
+        with locks.hold(lock_file, log, f"waiting for another publish into {repo}"):
+            if (repo / ".git").exists():
+                published = GitRepository(release.repo_id, str(repo), True, repo)
+                release = guard_release(release, published, allow_breaking=allow_breaking, log=log)
+            _publish_locked(release, repo, log)
+    except OSError as err:
+        raise KbuildError(
+            f"cannot write the hub folder {folder}: {err.strerror or err} ({err.filename or folder})",
+            fix="name a folder this user may write, or a path where one can be created (--to)",
+        ) from None
     return repo
 
 
@@ -333,22 +397,22 @@ def _publish_locked(release: Release, repo: Path, log: Callable[[str], None]) ->
             fix=f"git -C {repo} checkout main",
         )
     if not gitrepo.git(["rev-parse", "--verify", "--quiet", f"refs/heads/{release.branch}"], repo, check=False).strip():
-        gitrepo.git(["branch", release.branch, "main"], repo)
+        gitrepo.git(["branch", "--end-of-options", release.branch, "main"], repo)
     with tempfile.TemporaryDirectory(prefix="kbuild-hub-") as tmp:
         worktree = Path(tmp) / "checkout"
-        gitrepo.git(["worktree", "add", "--quiet", str(worktree), release.branch], repo)
+        gitrepo.git(["worktree", "add", "--quiet", "--", str(worktree), release.branch], repo)
         try:
             for unit in release.branch_units:
                 log(f"{release.branch}: {unit.message}: {_commit_local(worktree, unit) or 'unchanged'}")
         finally:
-            gitrepo.git(["worktree", "remove", "--force", str(worktree)], repo, check=False)
+            gitrepo.git(["worktree", "remove", "--force", "--", str(worktree)], repo, check=False)
             gitrepo.git(["worktree", "prune"], repo, check=False)
     for unit in _card_units(release, lambda: _folder_variants(repo, release.branch)):
         log(f"main: {unit.message}: {_commit_local(repo, unit) or 'unchanged'}")
 
 
 def _folder_variants(repo: Path, branch: str) -> list[str]:
-    listing = gitrepo.git(["ls-tree", "--name-only", branch, "build/"], repo)
+    listing = gitrepo.git(["ls-tree", "--name-only", "--end-of-options", branch, "build/"], repo)
     return sorted(line.removeprefix("build/") for line in listing.splitlines() if line)
 
 
@@ -358,7 +422,7 @@ def _init_hub_repo(repo: Path) -> None:
     if gitrepo.lfs_available(repo):
         gitrepo.git(["lfs", "install", "--local"], repo)
         gitrepo.git(["lfs", "track", *LFS_PATTERNS], repo)
-        gitrepo.git(["add", ".gitattributes"], repo)
+        gitrepo.git(["add", "--", ".gitattributes"], repo)
     gitrepo.git([*AUTHOR, "commit", "--quiet", "--allow-empty", "-m", "Create kernel repository"], repo)
 
 

@@ -1,5 +1,6 @@
 """The pytest plugin that `kbuild test` loads: `import <python_name>` (and its submodules) in a
-kernel's tests gives the fresh build, the very module `kernels.get_kernel(<repo-id>)` returns.
+kernel's tests gives the fresh build, the very module `kernels.get_kernel(<repo-id>)` returns,
+and the `kernels_ci` marker is registered.
 
 kernel-builder's tests often import the package by name (`from relu.layers import ReLU`);
 the `kernels` loader imports a build under its metadata id instead, so without this alias
@@ -16,7 +17,10 @@ import os
 import sys
 from types import ModuleType
 
+import pytest
+
 ENVIRONMENT = "KBUILD_TEST_IMPORT"  # "<python_name>=<repo-id>@<version>"
+CI_MARKER = "kernels_ci"
 
 
 class BuildAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -59,6 +63,12 @@ def install(value: str) -> BuildAlias:
     alias = BuildAlias(name, repo_id, int(version))
     sys.meta_path.insert(0, alias)
     return alias
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker of a kernel's quick tests: kernel-builder kernels use it without
+    registering it, which `--strict-markers` refuses."""
+    config.addinivalue_line("markers", f"{CI_MARKER}: quick kernel tests, the ones `kbuild test --ci` runs")
 
 
 if os.environ.get(ENVIRONMENT):

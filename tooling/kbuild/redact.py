@@ -1,11 +1,12 @@
 """Keep secrets out of everything kbuild prints: the Hugging Face token and `Authorization`
-header values and passwords in URLs, whatever text (a server's error body, a git message)
-carries them."""
+header values and passwords in URLs, whatever text (a server's error body, a git message, a
+value the Hub answers) carries them. `say` is kbuild's only way to print; it scrubs what it prints."""
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 
 MASK = "***"
 _AUTHORIZATION = re.compile(r"(authorization['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",;}]+", re.I)
@@ -31,3 +32,10 @@ def scrub(text: str) -> str:
     text = _AUTHORIZATION.sub(lambda match: match.group(1) + MASK, text)
     text = _URL_PASSWORD.sub(lambda match: match.group(1) + MASK + "@", text)
     return _HF_TOKEN.sub(MASK, text)
+
+
+def say(text: object = "", *, err: bool = False, end: str = "\n") -> None:
+    """Print `text`, scrubbed, to stdout (stderr when `err`), and flush."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(scrub(str(text)) + end)
+    stream.flush()

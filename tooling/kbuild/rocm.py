@@ -316,8 +316,10 @@ def compile_kernel(
 ) -> list[str]:
     """`kbuild rocm-compile`: compile a kernel's ROCm sources device-only (into
     `<kernel_dir>/.kbuild/rocm-device/` by default) and, with `require`, check each assembly with
-    check_mfma. Returns one report line per compiled source. missing_ok: a kernel without ROCm
-    sources is reported and skipped instead of an error."""
+    check_mfma; with a `function_pattern` too, the sources that define no such function are
+    compiled but not checked, and at least one source must define one. Returns one report line
+    per compiled source. missing_ok: a kernel without ROCm sources is reported and skipped
+    instead of an error."""
     from kbuild.manifest import load_manifest
 
     manifest = load_manifest(kernel_dir)
@@ -326,10 +328,16 @@ def compile_kernel(
     out_dir = Path(out_dir) if out_dir is not None else paths.real_dir(manifest.kernel_dir, ".kbuild/rocm-device")
     require = list(require)
     lines = []
+    checked = 0
     for obj in compile_device_only(manifest, out_dir):
         line = f"{obj.kernel} {obj.arch} {obj.source.relative_to(manifest.kernel_dir)}: {obj.obj}"
+        asm = obj.asm_text() if require else ""
+        if require and function_pattern and not any(re.search(function_pattern, name) for name in asm_functions(asm)):
+            lines.append(line + f"\n  no function matching {function_pattern!r}: not checked")
+            continue
         if require:
-            found = check_mfma(obj.asm_text(), require, function_pattern=function_pattern, source=obj.asm)
+            checked += 1
+            found = check_mfma(asm, require, function_pattern=function_pattern, source=obj.asm)
             totals: Counter[str] = Counter()
             for counts in found.values():
                 totals.update(counts)
@@ -338,4 +346,10 @@ def compile_kernel(
                 f" matching {function_pattern!r}" if function_pattern else ""
             )
         lines.append(line)
+    if require and function_pattern and checked == 0:
+        raise KbuildError(
+            f"no function matching {function_pattern!r} in any ROCm source of {manifest.name}",
+            file=manifest.path,
+            fix="check the function name (symbols are mangled: match a part of the name)",
+        )
     return lines

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import jinja2
 
+from kbuild.backends import BY_NAME, SCAFFOLD_DEFAULT, SCAFFOLDED
 from kbuild.errors import KbuildError
-from kbuild.manifest import NAME_PATTERN
+from kbuild.hubid import check_repo_id
+from kbuild.manifest import ALL_BACKENDS, BACKEND_WORDS, NAME_PATTERN
+from kbuild.schema import one_of
+
+# The backends init writes example sources for; build.toml accepts every one of ALL_BACKENDS.
+SCAFFOLDED_BACKENDS = SCAFFOLDED
+DEFAULT_BACKENDS = SCAFFOLD_DEFAULT
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("kbuild", "templates"),
@@ -18,7 +24,7 @@ TEMPLATES = jinja2.Environment(
 CARD_TEMPLATE = Path(__file__).parent / "templates" / "card" / "CARD.md.j2"
 
 
-def _files(python_name: str, backends: list[str]) -> dict[str, str]:
+def _files(python_name: str, chosen: list[str]) -> dict[str, str]:
     """Kernel-relative path -> template under templates/init."""
     files = {
         "build.toml": "build.toml.j2",
@@ -30,26 +36,38 @@ def _files(python_name: str, backends: list[str]) -> dict[str, str]:
         f"tests/test_{python_name}.py": "test.py.j2",
         f"benchmarks/benchmark_{python_name}.py": "benchmark.py.j2",
     }
-    if "cpu" in backends:
-        files[f"{python_name}_cpu/{python_name}_cpu.cpp"] = "cpu.cpp.j2"
-    if "cuda" in backends or "rocm" in backends:
-        files[f"{python_name}_cuda/{python_name}.cu"] = "cuda.cu.j2"
+    for backend in chosen:
+        files.update((path.format(name=python_name), template) for path, template in BY_NAME[backend].scaffold)
     return files
+
+
+def _check_backends(backends: list[str]) -> None:
+    for backend in backends:
+        problem = one_of(ALL_BACKENDS, "backend", meant=BACKEND_WORDS)(backend)
+        if problem:
+            raise KbuildError(f"--backends: {problem[0]}", fix=problem[1])
+        if backend not in SCAFFOLDED_BACKENDS:
+            raise KbuildError(
+                f"--backends: kbuild init writes example sources for {', '.join(SCAFFOLDED_BACKENDS)}, not `{backend}`",
+                fix=f"run init with --backends among {', '.join(SCAFFOLDED_BACKENDS)}, then add `{backend}` to "
+                f"[general] backends and a [kernel.<name>_{backend}] table with its sources "
+                "(docs/kernel-builder-compat.md lists the keys)",
+            )
 
 
 def create_kernel(directory: Path, *, backends: list[str], license: str, repo_id: str | None = None) -> Path:
     """Write a new kernel into `directory` (which must not exist or be empty)."""
     name = directory.name
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise KbuildError(
             f"`{name}` is not a valid kernel name",
             fix="name the folder with lowercase letters, digits and `-`, starting with a letter (e.g. kernels/my-op)",
         )
+    _check_backends(backends)
     if directory.exists() and any(directory.iterdir()):
         raise KbuildError(f"{directory} already exists and is not empty", fix="choose a new folder")
     repo_id = repo_id or f"kernels-community/{name}"
-    if not re.match(r"^[\w.-]+/[\w.-]+$", repo_id):
-        raise KbuildError(f"`{repo_id}` is not a Hub repository id", fix="use ORG/NAME")
+    check_repo_id(repo_id, source="--repo-id")
     python_name = name.replace("-", "_")
     context = {
         "name": name,

@@ -93,14 +93,26 @@ def fields_of(cls: Any) -> tuple[Field, ...]:
     return tuple(result)
 
 
-def one_of(allowed: Sequence[str], what: str = "value") -> Rule:
-    """Allow only `allowed`; the fix suggests the closest one and lists them all."""
+def closest(value: str, allowed: Sequence[str]) -> str | None:
+    """The one spelling in `allowed` closest to `value`; None when none is close, or when two
+    are equally close (`gpu` is as near to `cpu` as to `xpu`: neither is what was meant)."""
+    scores = sorted(((difflib.SequenceMatcher(None, value, a).ratio(), a) for a in allowed), reverse=True)
+    if not scores or scores[0][0] < 0.6 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
+        return None
+    return scores[0][1]
+
+
+def one_of(allowed: Sequence[str], what: str = "value", *, meant: dict[str, str] | None = None) -> Rule:
+    """Allow only `allowed`; the fix suggests the closest one and lists them all. `meant` maps
+    words users write for a value that no spelling is close to (`gpu`) to what they mean."""
 
     def rule(value: str) -> Problem | None:
         if value in allowed:
             return None
-        close = difflib.get_close_matches(value, list(allowed), n=1)
-        hint = f"did you mean `{close[0]}`? " if close else ""
+        close = closest(value, allowed)
+        hint = f"did you mean `{close}`? " if close else ""
+        if meant and value.lower() in meant:
+            hint = f"{meant[value.lower()]}; "
         return f"unknown {what} `{show(value)}`", f"{hint}valid: {', '.join(allowed)}"
 
     return rule

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbuild import filemap, gitrepo
+from kbuild import filemap, gitrepo, refresh
 from kbuild.errors import KbuildError
 from kbuild.manifest import load_manifest
-from kbuild.upstream import FILE_NAME, PATCH_DIR, Upstream, load_upstream, record_commit
+from kbuild.upstream import FILE_NAME, PATCH_DIR, Upstream, is_dot_git, load_upstream, record_commit
 
 _LOG_LINES = 100  # upstream commits listed in a summary
 _NOT_STAGED = ("build", ".kbuild")  # top-level build outputs a sync neither needs nor touches
@@ -45,6 +45,7 @@ class SyncResult:
     deleted: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)  # kernel path -> upstream path
     patches: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)  # patches carried over to the new upstream files
     findings: list[str] = field(default_factory=list)  # non-error findings of `kbuild check`
 
     @property
@@ -78,7 +79,8 @@ class SyncResult:
             origin = f" (upstream `{self.sources[path]}`)" if path in self.sources else ""
             lines.append(f"- {kind} `{path}`{origin}")
         if self.patches:
-            lines += ["", "## Patches re-applied", ""] + [f"- `{PATCH_DIR}/{p}`" for p in self.patches]
+            lines += ["", "## Patches re-applied", ""]
+            lines += [f"- `{PATCH_DIR}/{p}`" + (" (refreshed)" if p in self.refreshed else "") for p in self.patches]
         lines += ["", "## kbuild check", ""] + ([f"- {f}" for f in self.findings] or ["No findings."])
         return "\n".join(lines) + "\n"
 
@@ -163,9 +165,12 @@ def upstream_status(kernel_dirs: list[Path]) -> list[UpstreamStatus]:
     return statuses
 
 
-def sync_kernel(kernel_dir: Path, ref: str | None = None) -> SyncResult:
-    """Sync `kernel_dir` to `ref` (default: upstream.yaml's `ref`); see the module docstring."""
+def sync_kernel(kernel_dir: Path, ref: str | None = None, *, refresh_patches: bool = False) -> SyncResult:
+    """Sync `kernel_dir` to `ref` (default: upstream.yaml's `ref`); see the module docstring.
+    `refresh_patches`: carry the patches over to the new upstream files with git (kbuild.refresh)
+    instead of stopping at the first one that no longer applies."""
     kernel_dir = Path(kernel_dir)
+    again = f"kbuild sync {kernel_dir} --refresh-patch" + (f" --ref {ref}" if ref else "")
     manifest = load_manifest(kernel_dir)
     upstream = load_upstream(kernel_dir, manifest.general.upstream)
     root = kernel_dir.resolve()
@@ -192,6 +197,15 @@ def sync_kernel(kernel_dir: Path, ref: str | None = None) -> SyncResult:
         gitrepo.log_oneline(cache, upstream.commit, new),
         patches=[patch.name for patch in patches],
     )
+    refreshed: dict[str, bytes | None] = {}
+    if refresh_patches and patches:
+        pinned_tree, new_tree = (
+            _mapped(cache, commit, mapping, files)
+            for commit, mapping, files in ((upstream.commit, owned, old_files), (new, wanted, new_files))
+        )
+        refreshed = refresh.refresh_patches(root, patches, pinned_tree, new_tree, again)
+        result.refreshed = sorted(name for name, text in refreshed.items() if text is not None)
+        result.patches = [name for name in result.patches if refreshed.get(name, b"") is not None]
     with tempfile.TemporaryDirectory(prefix="kbuild-sync-") as tmp:
         stage = Path(tmp) / root.name
         shutil.copytree(root, stage, symlinks=True, ignore=_ignore_outputs(root))
@@ -200,15 +214,33 @@ def sync_kernel(kernel_dir: Path, ref: str | None = None) -> SyncResult:
         for dest, source in wanted.items():
             mode, oid = filemap.follow_links(source, new_files, lambda oid: gitrepo.read_blob(cache, oid).decode())
             _write(_staged(stage, dest), gitrepo.read_blob(cache, oid), mode, upstream)
+        for name, text in refreshed.items():
+            if text is None:
+                (stage / PATCH_DIR / name).unlink()
+            else:
+                (stage / PATCH_DIR / name).write_bytes(text)
         for patch in patches:
-            _apply(patch, stage, wanted)
+            if (stage / PATCH_DIR / patch.name).is_file():
+                _apply(stage / PATCH_DIR / patch.name if patch.name in refreshed else patch, stage, wanted)
         if new != upstream.commit:
             record_commit(stage / FILE_NAME, new)
         result.findings = _check(stage, kernel_dir, upstream)
-        _compare(root, stage, sorted(owned.keys() | wanted.keys()), result)
-        result.sources = {path: wanted[path] for path in result.added + result.modified}
+        patch_files = {f"{PATCH_DIR}/{name}" for name in refreshed}
+        _compare(root, stage, sorted(owned.keys() | wanted.keys() | patch_files), result)
+        result.sources = {path: wanted[path] for path in result.added + result.modified if path in wanted}
         _swap_in(root, stage, result, Path(tmp) / "backup")
+    if refresh_patches:
+        refresh.discard(root)
     return result
+
+
+def _mapped(cache: Path, commit: str, mapping: dict[str, str], files: dict[str, tuple[str, str]]) -> refresh.Tree:
+    """The content and mode of each file `mapping` places from the upstream `commit`."""
+    contents = {}
+    for dest, source in mapping.items():
+        mode, oid = filemap.follow_links(source, files, lambda oid: gitrepo.read_blob(cache, oid).decode())
+        contents[dest] = (gitrepo.read_blob(cache, oid), mode)
+    return refresh.Tree(commit, contents)
 
 
 @contextmanager
@@ -226,14 +258,15 @@ def _is_commit(ref: str) -> bool:
 
 
 def _check_tree(files: Iterable[str], commit: str, upstream: Upstream, *, side: str = "upstream") -> None:
-    """Refuse paths with a `..`, `.` or `.git` part (any case): written into the kernel they
-    would leave it or plant a git repository whose config runs commands."""
+    """Refuse paths with a `..`, `.` or `.git` part (or one that Windows or macOS reads as `.git`,
+    see `is_dot_git`): written into the kernel they would leave it or plant a git repository whose
+    config runs commands."""
     for path in files:
-        bad = next((part for part in path.split("/") if part in ("", ".", "..") or part.lower() == ".git"), None)
+        bad = next((part for part in path.split("/") if part in ("", ".", "..") or is_dot_git(part)), None)
         if bad is not None:
             raise KbuildError(
                 f"{side} path {path!r} (upstream commit {commit[:12]}) has a part named {bad!r}; "
-                "sync refuses `..`, `.` and `.git` path parts",
+                "sync refuses `..`, `.` and `.git` path parts (also `.git ` or `GIT~1`: Windows reads them as `.git`)",
                 file=upstream.path,
                 fix="sync from a commit whose tree has no such entries, or narrow the file map",
             )
@@ -305,8 +338,8 @@ def _apply(patch: Path, stage: Path, wanted: dict[str, str]) -> None:
         gitrepo.apply_patch(patch, stage)
     except KbuildError as exc:
         exc.fix = exc.fix or (
-            "refresh the patch for the new upstream files (docs/upstream-sync.md), "
-            "or delete it if upstream made the change"
+            "refresh the patch for the new upstream files: `kbuild sync KERNEL_DIR --refresh-patch` carries it "
+            "over with git's three-way merge (docs/upstream-sync.md); or delete it if upstream made the change"
         )
         raise
     for dest in wanted:

@@ -11,6 +11,7 @@ from kbuild import pytest_imports
 from kbuild.build import build_kernel
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, load_manifest
+from kbuild.redact import say
 
 NO_TESTS_COLLECTED = 5
 
@@ -36,13 +37,14 @@ def run_tests(
     ci: bool = False,
     build: bool = True,
     pytest_args: list[str] | None = None,
+    all_capabilities: bool = False,
 ) -> int:
-    """Build (unless `build` is False), then run pytest on `<kernel>/tests`; return its exit code,
-    with 'no tests collected' counted as success."""
+    """Build (unless `build` is False; for the local GPU only unless `all_capabilities`), then run
+    pytest on `<kernel>/tests`; return its exit code, with 'no tests collected' counted as success."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     if build:
-        build_kernel(kernel_dir, variant)
+        build_kernel(kernel_dir, variant, all_capabilities=all_capabilities)
     elif not (kernel_dir / "build").is_dir():
         raise KbuildError(
             f"{manifest.name} has no build/ folder", fix=f"run `kbuild build {kernel_dir}` or drop --no-build"
@@ -53,10 +55,10 @@ def run_tests(
     command = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", "-p", pytest_imports.__name__]
     command += pytest_args or []
     if ci:
-        command += ["-m", "kernels_ci"]
-    print(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", file=sys.stderr, flush=True)
+        command += ["-m", pytest_imports.CI_MARKER]
+    say(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", err=True)
     code = subprocess.run(command, env=kernel_test_environment(manifest), check=False).returncode
     if code == NO_TESTS_COLLECTED:
-        print(f"kbuild: {manifest.name}: no tests selected (counted as success)", file=sys.stderr)
+        say(f"kbuild: {manifest.name}: no tests selected (counted as success)", err=True)
         return 0
     return code

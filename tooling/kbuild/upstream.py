@@ -14,6 +14,7 @@ from typing import NoReturn
 
 import yaml
 
+from kbuild import gitrepo
 from kbuild.errors import KbuildError
 
 FILE_NAME = "upstream.yaml"
@@ -22,8 +23,11 @@ PATCH_DIR = "patches"
 RESERVED = (FILE_NAME, PATCH_DIR, "build")
 GLOB_CHARS = frozenset("*?[")
 
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_URL = re.compile(r"^(?:(?:https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+)$")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+# Characters HFS+ ignores in names: on macOS `.g\u200cit` is `.git`.
+_HFS_IGNORED = dict.fromkeys(
+    map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
+)
 _KEYS = ("url", "commit", "ref", "files", "keep")
 _ENTRY_KEYS = ("from", "to", "suffix")
 
@@ -121,10 +125,20 @@ def is_glob(pattern: str) -> bool:
     return bool(GLOB_CHARS.intersection(pattern))
 
 
+def is_dot_git(part: str) -> bool:
+    """Whether a checkout may take the path part `part` for `.git`: in any case, with trailing dots
+    or spaces or an NTFS stream name (`.git::$INDEX_ALLOCATION`), as the 8.3 short name `GIT~1`
+    (Windows), or with characters that HFS+ ignores (macOS)."""
+    name = part.translate(_HFS_IGNORED).partition(":")[0].rstrip(". ").lower()
+    return name == ".git" or re.fullmatch(r"git~\d+", name) is not None
+
+
 def _check_relative(path: str) -> str:
     """`path` as a clean relative POSIX path; raise ValueError when it is absolute or climbs out."""
     if path.strip() != path:
         raise ValueError(f"path {path!r} has surrounding spaces")
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        raise ValueError(f"path {path!r} contains a control character (NUL, line break, tab, ...)")
     if "\\" in path:
         raise ValueError(f"path {path!r} contains a backslash; write paths with `/`")
     pure = PurePosixPath(path)
@@ -132,6 +146,8 @@ def _check_relative(path: str) -> str:
         raise ValueError(f"path {path!r} is absolute; `from` is relative to the upstream, `to` to the kernel")
     if ".." in pure.parts:
         raise ValueError(f"path {path!r} climbs out with `..`")
+    if any(is_dot_git(part) for part in pure.parts):
+        raise ValueError(f"path {path!r} names `.git` (or a name that Windows or macOS reads as `.git`)")
     clean = pure.as_posix()
     if clean == ".":
         raise ValueError(f"path {path!r} names the folder itself, not a file")
@@ -217,15 +233,11 @@ class _Reader:
             if key not in top:
                 self.fail(root, "upstream.yaml", f"missing required key `{key}`")
         url = self.string(top["url"], "url")
-        if not _URL.match(url):
-            self.fail(
-                top["url"],
-                "url",
-                f"{url!r} is not a git URL",
-                fix="use https://..., ssh://..., git@host:path or file://...",
-            )
+        problem = gitrepo.url_problem(url)
+        if problem:
+            self.fail(top["url"], "url", problem, fix="use https://..., ssh://..., git@host:path or file://...")
         commit = self.string(top["commit"], "commit")
-        if not _COMMIT.match(commit):
+        if not _COMMIT.fullmatch(commit):
             self.fail(
                 top["commit"],
                 "commit",
@@ -280,7 +292,7 @@ class _Reader:
         entry = FileMapping(source, dest, suffix, label, node.start_mark.line + 1)
         if entry.is_glob and not entry.to_folder:
             self.fail(keys["to"], f"{label}.to", f"a glob maps to a folder: end `{dest}` with `/`")
-        if suffix is not None and (not entry.to_folder or not re.match(r"^\.[\w.-]+$", suffix)):
+        if suffix is not None and (not entry.to_folder or not re.fullmatch(r"\.[\w.-]+", suffix)):
             self.fail(
                 keys["suffix"],
                 f"{label}.suffix",

@@ -14,15 +14,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbuild import backends
 from kbuild.errors import KbuildError
 
 COMPILED, STABLE_ABI, NOARCH = "compiled", "stable-abi", "noarch"
 
-_COMPUTE = r"(?P<compute>cpu|metal|cu\d{3,}|rocm\d{2,}|xpu\d{5,})"
+_COMPUTE = rf"(?P<compute>{backends.TAG_PATTERN})"
 _ARCH = r"(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)"
-_COMPILED_RE = re.compile(rf"^torch(?P<major>\d)(?P<minor>\d+)(?:-cxx11)?-{_COMPUTE}-{_ARCH}$")
-_STABLE_RE = re.compile(rf"^torch-stable-abi(?P<major>\d)(?P<minor>\d+)-{_COMPUTE}-{_ARCH}$")
-_NOARCH_RE = re.compile(r"^torch-(?P<backend>cpu|cuda|metal|rocm|xpu|cann|neuron|tpu)$")
+_COMPILED_RE = re.compile(rf"torch(?P<major>\d)(?P<minor>\d+)(?:-cxx11)?-{_COMPUTE}-{_ARCH}")
+_STABLE_RE = re.compile(rf"torch-stable-abi(?P<major>\d)(?P<minor>\d+)-{_COMPUTE}-{_ARCH}")
+_NOARCH_RE = re.compile(rf"torch-(?P<backend>{'|'.join(backends.BY_NAME)})")
 
 
 @dataclass(frozen=True, order=True)
@@ -38,12 +39,9 @@ class Variant:
 
     @property
     def compute(self) -> str:
-        if self.backend == "cuda":
-            return "cu" + _compact(self.toolkit)
-        if self.backend == "rocm":
-            return "rocm" + _compact(self.toolkit)
-        if self.backend == "xpu":
-            return "xpu" + _compact(self.toolkit)
+        record = backends.BY_NAME.get(self.backend)
+        if record and record.tag:
+            return record.tag + _compact(self.toolkit)
         return self.backend
 
     @property
@@ -65,21 +63,21 @@ class Variant:
 
     @classmethod
     def parse(cls, name: str) -> Variant:
-        match = _NOARCH_RE.match(name)
+        match = _NOARCH_RE.fullmatch(name)
         if match:
             return cls(torch=None, backend=match["backend"], cpu="", os="", kind=NOARCH)
         kind = STABLE_ABI
-        match = _STABLE_RE.match(name)
+        match = _STABLE_RE.fullmatch(name)
         if match is None:
             kind = COMPILED
-            match = _COMPILED_RE.match(name)
+            match = _COMPILED_RE.fullmatch(name)
         if match is None:
             raise KbuildError(
                 f"`{name}` is not a build variant name",
                 fix="use a name like torch213-cxx11-cu130-x86_64-linux, "
                 "torch-stable-abi213-cpu-x86_64-linux or torch-cuda (see `kbuild variants`)",
             )
-        backend, toolkit = _parse_compute(match["compute"])
+        backend, toolkit = backends.from_tag(match["compute"])
         variant = cls(
             torch=f"{match['major']}.{match['minor']}",
             backend=backend,
@@ -105,6 +103,15 @@ class Variant:
         return Variant(self.torch, self.backend, self.toolkit, self.cpu, self.os, kind)
 
 
+@dataclass(frozen=True)
+class BuiltVariant:
+    """A variant as metadata.json (or a CI job) describes it: its name, backend and archs."""
+
+    name: str
+    backend: str
+    archs: list[str]
+
+
 def major_minor(version: str) -> str:
     """'2.13.0+cu130' -> '2.13', '6.2.41133-dd7f95766' -> '6.2' (torch's HIP version)."""
     return ".".join(version.split("+")[0].split(".")[:2])
@@ -116,19 +123,6 @@ def _compact(version: str | None) -> str:
         raise KbuildError("a toolkit or torch version is missing", fix="give versions like 2.13 or 13.0")
     major, minor = (version.split(".") + ["0"])[:2]
     return f"{major}{minor}"
-
-
-def _parse_compute(compute: str) -> tuple[str, str | None]:
-    if compute in ("cpu", "metal"):
-        return compute, None
-    if compute.startswith("cu"):
-        digits = compute[2:]
-        return "cuda", f"{digits[:-1]}.{digits[-1]}"
-    if compute.startswith("rocm"):
-        digits = compute[4:]
-        return "rocm", f"{digits[:-1]}.{digits[-1]}"
-    digits = compute[3:]
-    return "xpu", f"{digits[:4]}.{digits[4:]}"
 
 
 @dataclass(frozen=True)
@@ -147,15 +141,10 @@ class TorchInstall:
 
     @property
     def backend(self) -> str:
-        if self.cuda:
-            return "cuda"
-        if self.hip:
-            return "rocm"
-        if self.xpu:
-            return "xpu"
-        if sys.platform == "darwin":
-            return "metal"
-        return "cpu"
+        for record in backends.ALL:
+            if record.torch_field and getattr(self, record.torch_field):
+                return record.name
+        return next((b.name for b in backends.ALL if b.torch_platform == sys.platform), backends.CPU.name)
 
     @property
     def include_dirs(self) -> list[Path]:
@@ -205,12 +194,13 @@ def detect_variant(backend: str | None = None) -> Variant:
     found = torch.backend
     if backend is None or backend == found:
         backend = found
-    elif backend != "cpu":
+    elif backend != backends.CPU.name:
         raise KbuildError(
             f"the running torch {torch.version} builds for `{found}`, not `{backend}`",
             fix=f"run kbuild from a Python environment whose torch was built for {backend}",
         )
-    toolkit = {"cuda": torch.cuda, "rocm": torch.hip}.get(backend)
+    record = backends.get(backend)
+    toolkit = getattr(torch, record.torch_field) if record.torch_field and record.torch_field_is_toolkit else None
     return Variant(
         torch=torch.major_minor,
         backend=backend,

@@ -5,15 +5,19 @@ publishes (huggingface_hub 2.4):
     POST /api/<type>s/<repo>/branch/<branch>    GET  /api/<type>s/<repo>/refs
     GET  /api/<type>s/<repo>/tree/<rev>[/<path>]
     GET  /api/<type>s/<repo>/revision/<rev>     POST /api/<type>s/<repo>/preupload/<rev>
-    POST /api/<type>s/<repo>/commit/<rev>
+    POST /api/<type>s/<repo>/commit/<rev>[?create_pr=1]
+    GET|HEAD /<type>s/<repo>/resolve/<rev>/<path>   (file downloads: `kbuild verify`, `api-check`)
 
-Like the Hub, a commit whose `parentCommit` is not the branch head is refused with 412. Every file
+Like the Hub, a commit whose `parentCommit` is not the branch head is refused with 412; with
+`create_pr=1` it opens a pull request (`refs/pr/<n>`, in `Repo.pulls`) and leaves the branch. Every file
 is declared "regular" in preupload, so contents travel inline in the commit (huggingface_hub's
 regular-file path; the LFS/Xet transfer is not exercised). `hold_commits(n)` makes the first `n`
 commit requests wait for each other, so concurrent uploads are planned against one head and
 conflict.
 `echo_headers = True` makes every request fail with 400 and the request's headers in the error
-message, as a careless or hostile server might answer.
+message, as a careless or hostile server might answer; `echo_in_commit_oid = True` makes commits
+succeed with the request's Authorization header in the `commitOid` they answer; `not_json = True`
+answers every request 200 with an HTML page.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ ROUTES = [
     ("GET", re.compile(rf"^/api/{REPO}/revision/(?P<rev>[^/]+)$"), "revision"),
     ("POST", re.compile(rf"^/api/{REPO}/preupload/(?P<rev>[^/]+)$"), "preupload"),
     ("POST", re.compile(rf"^/api/{REPO}/commit/(?P<rev>[^/]+)$"), "commit"),
+    ("GET", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
+    ("HEAD", re.compile(rf"^/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"), "resolve"),
 ]
 
 
@@ -50,6 +56,7 @@ class Repo:
     branches: dict[str, str] = field(default_factory=dict)  # name -> commit id
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # commit id -> files
     log: list[tuple[str, str]] = field(default_factory=list)  # (branch, summary) per commit
+    pulls: dict[str, tuple[str, str]] = field(default_factory=dict)  # refs/pr/<n> -> (target branch, commit)
 
     def new_commit(self, files: dict[str, bytes], parent: str | None) -> str:
         digest = hashlib.sha1(f"{parent}{len(self.commits)}".encode())
@@ -60,7 +67,7 @@ class Repo:
         return commit
 
     def files(self, rev: str) -> dict[str, bytes] | None:
-        commit = self.branches.get(rev, rev)
+        commit = self.branches.get(rev) or self.pulls.get(rev, ("", rev))[1]
         return self.commits.get(commit)
 
 
@@ -71,6 +78,8 @@ class FakeHub:
         self.responses: list[tuple[str, str, int]] = []  # (method, path, status)
         self.authorization: set[str] = set()
         self.echo_headers = False
+        self.echo_in_commit_oid = False
+        self.not_json = False
         self._barrier: threading.Barrier | None = None
         self._held = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -170,7 +179,14 @@ class FakeHub:
             )
         return 200, {"files": answer}, {}
 
-    def commit(self, repo: Repo, repo_id: str, rev: str, lines: list[dict], **_) -> tuple:
+    def resolve(self, repo: Repo, rev: str, path: str, **_) -> tuple:
+        content = (repo.files(rev) or {}).get(path)
+        if content is None:
+            return 404, {"error": f"{path} does not exist"}, {"X-Error-Code": "EntryNotFound"}
+        headers = {"X-Repo-Commit": repo.branches.get(rev, rev), "ETag": f'"{blob_oid(content)}"'}
+        return 200, content, headers
+
+    def commit(self, repo: Repo, repo_id: str, rev: str, lines: list[dict], query: dict, **_) -> tuple:
         if self._barrier is not None and self._held > 0:
             with self.lock:
                 self._held -= 1
@@ -208,6 +224,13 @@ class FakeHub:
                 else:
                     return 400, {"error": f"unsupported commit line {line['key']}"}, {}
             commit = repo.new_commit(files, head)
+            if query.get("create_pr") == ["1"]:  # a pull request against `rev`; the branch stays
+                pull = f"refs/pr/{len(repo.pulls) + 1}"
+                repo.pulls[pull] = (rev, commit)
+                repo.log.append((pull, header["summary"]))
+                url = f"{self.endpoint}/{repo.type}s/{repo_id}"
+                pull_url = f"{url}/discussions/{len(repo.pulls)}"
+                return 200, {"commitUrl": f"{url}/commit/{commit}", "commitOid": commit, "pullRequestUrl": pull_url}, {}
             repo.branches[rev] = commit
             repo.log.append((rev, header["summary"]))
         url = f"{self.endpoint}/{repo.type}s/{repo_id}/commit/{commit}"
@@ -230,6 +253,9 @@ class FakeHub:
             def do_POST(self) -> None:
                 self._route("POST")
 
+            def do_HEAD(self) -> None:
+                self._route("HEAD")
+
             def _route(self, method: str) -> None:
                 url = urlparse(self.path)
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -241,16 +267,21 @@ class FakeHub:
                         status, body = 400, {"error": f"bad request; you sent {dict(self.headers.items())}"}
                     elif match and route_method == method:
                         status, body, headers = self._call(name, match, raw, parse_qs(url.query))
+                        if name == "commit" and status == 200 and hub.echo_in_commit_oid:
+                            body["commitOid"] = f"leak:{self.headers.get('Authorization')}"
                         break
                 hub.responses.append((method, url.path, status))
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                if hub.not_json:
+                    status, data = 200, b"<html><body>Service Unavailable</body></html>"
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if method != "HEAD":
+                    self.wfile.write(data)
 
             def _call(self, name: str, match: re.Match, raw: bytes, query: dict) -> tuple:
                 groups = {k: unquote(v) for k, v in match.groupdict().items() if v is not None}

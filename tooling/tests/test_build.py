@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kbuild.build import build_kernel, project_for
-from kbuild.inputs import input_uid
+from kbuild.inputs import input_digest
 from kbuild.manifest import load_manifest
 from kbuild.scaffold import create_kernel
 from kbuild.testing import loader_environment, run_tests
@@ -121,7 +121,7 @@ def test_editing_tests_or_docs_rebuilds_nothing(relu_build, relu_copy):
 
 def test_namespace_follows_the_build_inputs_only(kernel_dir):
     def uid() -> str:
-        return input_uid(load_manifest(kernel_dir))
+        return input_digest(load_manifest(kernel_dir))
 
     first = uid()
     (kernel_dir / "tests").mkdir()

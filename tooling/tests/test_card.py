@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kernel_card import render_card
 
-from kbuild.card import DEFAULT_TEMPLATE, docstring_markdown, hub_license, render_card
+from kbuild.card import DEFAULT_TEMPLATE, docstring_markdown, hub_license
 from kbuild.errors import KbuildError
 
 BUILD_TOML = """[general]
@@ -214,8 +215,6 @@ def test_kbuild_init_writes_a_card_that_renders(tmp_path):
 
 
 def test_gemm_card_states_what_rocm_support_means():
-    from kbuild.card import render_card
-
     card = render_card(Path(__file__).resolve().parents[2] / "kernels" / "gemm")
     assert "ROCm: compiled and algorithm-tested, not run on hardware by this project's CI" in card
 

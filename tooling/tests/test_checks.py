@@ -91,3 +91,71 @@ def test_literal_namespace_in_a_kernel_source_is_found(kernel_dir):
     errors = [f for f in check_kernel(kernel_dir) if f.severity == "error"]
     assert [(f.path.name, f.line) for f in errors] == [("demo.cpp", 1)]
     assert "STABLE_TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)" in (errors[0].fix or "")
+
+
+def test_registration_macro_that_does_not_expand_is_told_to_expand(kernel_dir):
+    binding = "TORCH_LIBRARY(TORCH_EXTENSION_NAME, ops) {}\nTORCH_LIBRARY_IMPL(TORCH_EXTENSION_NAME, CPU, ops) {}\n"
+    (kernel_dir / "torch-ext" / "torch_binding.cpp").write_text(binding)
+    errors = [f for f in check_kernel(kernel_dir) if f.severity == "error"]
+    assert [f.line for f in errors] == [1, 2]
+    assert "`TORCH_LIBRARY` does not expand its arguments" in errors[0].message
+    assert "literal namespace `TORCH_EXTENSION_NAME`" in errors[0].message
+    assert "use TORCH_EXTENSION_NAME" not in errors[0].message.lower()
+    assert (errors[0].fix or "").startswith("write `TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)`")
+    assert (errors[1].fix or "").startswith(
+        "write `TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, <dispatch key>, ops)`"
+    )
+
+
+def test_fixed_python_op_name_has_a_fix_line(tmp_path):
+    path = tmp_path / "ops.py"
+    path.write_text(FIXED)
+    (finding,) = check_op_registration(path)
+    assert finding.fix == (
+        'write `@torch.library.custom_op(add_op_namespace_prefix("fixed"), ...)` '
+        "with `from ._ops import add_op_namespace_prefix`"
+    )
+    assert "\n  fix: write `@torch.library.custom_op(" in str(finding)
+
+
+OP_METHODS = """\
+import torch
+import torch.library as tl
+from torch import library
+from ._ops import add_op_namespace_prefix
+
+@torch.library.custom_op(add_op_namespace_prefix("scale"), mutates_args=())
+def scale(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+@scale.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+@scale.register_kernel("cuda")
+def _cuda(x):
+    return x * 2
+
+@torch.library.register_fake("fixed::name")
+def fixed(x):
+    return x
+
+@tl.register_kernel("fixed::name", "cpu")
+def fixed_cpu(x):
+    return x
+
+@library.register_fake("fixed::other")
+def other(x):
+    return x
+"""
+
+
+def test_methods_of_an_op_object_take_no_name(tmp_path):
+    path = tmp_path / "ops.py"
+    path.write_text(OP_METHODS)
+    findings = check_op_registration(path)
+    assert [(f.line, f.message.split("`")[1]) for f in findings] == [
+        (18, "@register_fake"),
+        (22, "@register_kernel"),
+        (26, "@register_fake"),
+    ]

@@ -42,3 +42,39 @@ def test_nonportable_fix_names_the_flag():
     with pytest.raises(KbuildError) as err:
         Release("org/demo", "v1", abi_findings=["x.so: needs GLIBC_2.34"]).require_portable()
     assert "--allow-nonportable" in (err.value.fix or "")
+
+
+def _help(command: str) -> str:
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    return " ".join(subparsers.choices[command].format_help().split())
+
+
+def test_test_usage_shows_the_pytest_arguments():
+    assert "[KERNEL_DIR ...] [-- PYTEST_ARGS ...]" in _help("test")
+
+
+def test_init_help_shows_the_default_and_every_backend():
+    from kbuild.manifest import ALL_BACKENDS
+
+    text = _help("init")
+    assert "(default: cpu cuda)" in text
+    assert all(backend in text for backend in ALL_BACKENDS)
+
+
+def test_repository_ids_have_one_metavar():
+    texts = [_help(command) for command in ("init", "publish")]
+    assert all("--repo-id ORG/NAME" in text for text in texts) and not any("REPO_ID" in text for text in texts)
+
+
+@pytest.mark.parametrize(
+    ("backend", "words"),
+    [
+        ("gpu", ["unknown backend `gpu`", "cuda (NVIDIA), rocm (AMD), xpu (Intel), metal (Apple)"]),
+        ("xpu", ["writes example sources for cpu, cuda, rocm, not `xpu`", "[kernel.<name>_xpu]"]),
+    ],
+)
+def test_init_names_what_it_cannot_scaffold(tmp_path, capsys, backend, words):
+    assert main(["init", str(tmp_path / "my-op"), "--backends", "cpu", backend]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert all(word in err for word in words) and "fix: " in err
+    assert not (tmp_path / "my-op").exists()

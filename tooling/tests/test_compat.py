@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -117,14 +119,26 @@ def test_torch_nvcc_flags_are_torchs_without_the_half_switches():
     assert list(cuda.TORCH_NVCC_FLAGS) == expected
 
 
+def test_torch_cmake_nvcc_flags_are_those_of_torchs_cmake_package():
+    import torch
+
+    cmake = Path(torch.__file__).parent / "share" / "cmake" / "Caffe2" / "public" / "cuda.cmake"
+    appended = re.findall(r'^list\(APPEND CUDA_NVCC_FLAGS "(--expt-[a-z-]+)"\)', cmake.read_text(), re.M)
+    assert appended == ["--expt-relaxed-constexpr", "--expt-extended-lambda"]
+    assert [*cuda.TORCH_NVCC_FLAGS, *cuda.TORCH_CMAKE_NVCC_FLAGS] == appended
+
+
 def test_cuda_flags_order_and_headers(tmp_path):
     with pytest.warns(UserWarning, match=r"CUDA 13.0 cannot build 7.0; building 8.0"):
         build_dir = generate_only(_copy("cuda-env", tmp_path), CU130)
     cmake = (build_dir / "CMakeLists.txt").read_text()
-    flags = "--expt-relaxed-constexpr;-DENABLE_FP8;-gencode=arch=compute_80,code=sm_80;-DCUDA_ENV_OWN_FLAG"
-    assert f"$<$<COMPILE_LANGUAGE:CUDA>:{flags}>" in cmake
+    flags = (
+        "--expt-relaxed-constexpr;--expt-extended-lambda;-DENABLE_FP8;-gencode=arch=compute_80,code=sm_80;"
+        "-DCUDA_ENV_OWN_FLAG"
+    )
+    assert "".join(f"  [[$<$<COMPILE_LANGUAGE:CUDA>:{flag}>]]\n" for flag in flags.split(";")) in cmake
     assert "__CUDA_NO_HALF" not in cmake and "compute_70" not in cmake
-    assert "target_include_directories(kernel_flags SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})" in cmake
+    assert "target_include_directories([[kernel_flags]] SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})" in cmake
 
 
 def test_default_capabilities_follow_the_toolkit(tmp_path):
@@ -165,6 +179,43 @@ def test_cuda_env_kernel_compiles(tmp_path):
     assert "CUDA 13.0 cannot build 7.0; building 8.0" in result.stderr
     metadata = json.loads((kernel / "build" / CU130 / "metadata.json").read_text())
     assert metadata["backend"] == {"type": "cuda", "archs": ["8.0"]}
+
+
+def test_nvcc_compiles_the_capabilities_on_threads(tmp_path, monkeypatch):
+    kernel = _copy("cuda-lambda", tmp_path)
+    monkeypatch.delenv("NVCC_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    cuda_flags = ("-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90", "--threads=2")
+    flags = "".join(f"  [[$<$<COMPILE_LANGUAGE:CUDA>:{flag}>]]\n" for flag in cuda_flags)
+    assert flags in (generate_only(kernel, CU130) / "CMakeLists.txt").read_text(), "one thread per capability"
+    monkeypatch.setenv("NVCC_THREADS", "8")
+    assert (
+        "code=sm_90>]]\n  [[$<$<COMPILE_LANGUAGE:CUDA>:--threads=8>"
+        in (generate_only(kernel, CU130) / "CMakeLists.txt").read_text()
+    )
+    assert cuda.threads_flags(9, []) == ["--threads=8"]
+    assert cuda.threads_flags(9, ["-t", "3"]) == [], "the kernel's own cuda-flags decide"
+    monkeypatch.delenv("NVCC_THREADS")
+    assert cuda.threads_flags(9, []) == ["--threads=4"], "kernel-builder's default"
+    assert cuda.threads_flags(1, []) == []
+
+
+def test_nvcc_threads_must_be_a_number(tmp_path, monkeypatch, capsys):
+    from kbuild.cli import main
+
+    monkeypatch.setenv("NVCC_THREADS", "many")
+    assert main(["generate", str(_copy("cuda-lambda", tmp_path)), "--variant", CU130]) == 2
+    assert "NVCC_THREADS='many' is not a number of threads" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_cuda_env
+def test_device_lambda_kernel_compiles(tmp_path):
+    kernel = _copy("cuda-lambda", tmp_path)
+    result = _cuda_build(kernel, CU130)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metadata = json.loads((kernel / "build" / CU130 / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "cuda", "archs": ["8.0", "9.0"]}
 
 
 @pytest.mark.slow
@@ -223,8 +274,8 @@ def test_cutlass_from_a_cached_checkout_of_the_release_tag(no_cutlass, monkeypat
     kernel = _copy("cutlass-pin", tmp_path)
     cmake = (generate_only(kernel, CU130) / "CMakeLists.txt").read_text()
     checkout = tmp_path / "cache" / "cutlass" / "v3.9.2"
-    assert f'"{(checkout / "include").as_posix()}"' in cmake
-    assert f'"{(checkout / "tools" / "util" / "include").as_posix()}"' in cmake
+    assert f"[[{(checkout / 'include').as_posix()}]]" in cmake
+    assert f"[[{(checkout / 'tools' / 'util' / 'include').as_posix()}]]" in cmake
     shutil.rmtree(repository)
     assert cutlass.resolve("cutlass_3_9", owner="test") == checkout, "the second build uses the cache"
 
@@ -261,6 +312,36 @@ def test_unresolved_cutlass_names_every_fix(no_cutlass, tmp_path, capsys):
         assert fix in err
 
 
+def _cutlass_2_source(root: Path, version: str) -> Path:
+    """A CUTLASS 2.x tree: no version.h, the version in CMakeLists.txt's project()."""
+    (root / "include" / "cutlass").mkdir(parents=True)
+    (root / "include" / "cutlass" / "cutlass.h").write_text("#pragma once\n")
+    (root / "tools" / "util" / "include").mkdir(parents=True)
+    (root / "CMakeLists.txt").write_text(
+        f"cmake_minimum_required(VERSION 3.12.4 FATAL_ERROR)\nproject(CUTLASS VERSION {version} LANGUAGES CXX)\n"
+    )
+    return root
+
+
+def test_cutlass_2_version_is_read_from_its_cmake_project(no_cutlass, monkeypatch, tmp_path):
+    source = _cutlass_2_source(tmp_path / "cutlass-2.10", "2.10.0")
+    assert cutlass.source_version(source) == "2.10.0"
+    monkeypatch.setenv("KBUILD_CUTLASS_2_10_DIR", str(source))
+    assert cutlass.resolve("cutlass_2_10", owner="test") == source
+    monkeypatch.setenv("KBUILD_CUTLASS_2_10_DIR", str(_cutlass_2_source(tmp_path / "cutlass-2.9", "2.9.1")))
+    with pytest.raises(KbuildError, match=r"holds CUTLASS 2.9.1, but cutlass_2_10 needs 2.10"):
+        cutlass.resolve("cutlass_2_10", owner="test")
+
+
+def test_cutlass_2_from_a_checkout_of_the_release_tag(no_cutlass, monkeypatch, tmp_path):
+    repository = _cutlass_2_source(tmp_path / "cutlass-repo", "2.10.0")
+    for args in (("init", "-q"), ("add", "."), ("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "2.10")):
+        subprocess.run(["git", *args], cwd=repository, check=True, capture_output=True)
+    subprocess.run(["git", "tag", "v2.10.0"], cwd=repository, check=True)
+    monkeypatch.setenv("KBUILD_CUTLASS_GIT_URL", repository.as_uri())
+    assert cutlass.resolve("cutlass_2_10", owner="test") == tmp_path / "cache" / "cutlass" / "v2.10.0"
+
+
 # -- 7. tests import the package by name, from subfolders ---------------------------------
 
 
@@ -268,6 +349,37 @@ def test_tests_import_the_package_by_name_from_a_subfolder(tmp_path):
     kernel = _copy("named-import", tmp_path)
     assert not [f for f in check_kernel(kernel) if "no tests" in f.message]
     assert run_tests(kernel, pytest_args=["-q"]) == 0
+
+
+# -- 8. [torch-noarch] for every backend; op-object registrations; the kernels_ci marker ---
+
+
+def test_noarch_kernel_is_staged_for_every_backend_and_passes_its_tests(tmp_path):
+    kernel = _copy("noarch-ops", tmp_path)
+    assert [f for f in check_kernel(kernel) if f.severity == "error"] == []
+    assert (
+        run_tests(kernel, pytest_args=["-q", "--strict-markers", "-W", "error::pytest.PytestUnknownMarkWarning"]) == 0
+    )
+    staged = sorted(p.name for p in (kernel / "build").iterdir())
+    assert staged == ["torch-cpu", "torch-cuda", "torch-rocm", "torch-xpu"]
+    metadata = json.loads((kernel / "build" / "torch-rocm" / "metadata.json").read_text())
+    assert metadata["backend"] == {"type": "rocm"}
+
+
+def test_kernels_ci_marker_is_registered_by_the_plugin(tmp_path):
+    import kbuild
+
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_marked.py").write_text(
+        "import pytest\n\n\n@pytest.mark.kernels_ci\ndef test_quick():\n    pass\n"
+    )
+    # This kbuild, without the plugin of the installed one's entry point.
+    env = {**os.environ, "PYTHONPATH": str(Path(kbuild.__file__).resolve().parents[1])}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kbuild", "--strict-markers"]
+    result = subprocess.run([*command, "-p", "kbuild.pytest_imports"], cwd=tmp_path, env=env, capture_output=True)
+    assert result.returncode == 0, result.stdout.decode()[-2000:]
+    without = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert without.returncode != 0 and "'kernels_ci' not found in `markers`" in without.stdout, "the check can fail"
 
 
 # -- 10. <hip/hip_fp8.h> stand-in for ROCm compile checks ----------------------------------
@@ -406,12 +518,13 @@ def every_key(tmp_path) -> Path:
 
 def test_generated_projects_carry_the_keys_of_each_backend(every_key):
     cpu = (generate_only(every_key, "torch213-cxx11-cpu-x86_64-linux") / "CMakeLists.txt").read_text()
-    assert f'"{(every_key / "binding_include").as_posix()}"' in cpu and "BINDING_FLAG" in cpu
-    assert f'"{(every_key / "kernel_include").as_posix()}"' in cpu and "-DKERNEL_CXX_FLAG" in cpu
+    assert f"[[{(every_key / 'binding_include').as_posix()}]]" in cpu and "BINDING_FLAG" in cpu
+    assert f"[[{(every_key / 'kernel_include').as_posix()}]]" in cpu and "-DKERNEL_CXX_FLAG" in cpu
     cu130 = (generate_only(every_key, CU130) / "CMakeLists.txt").read_text()
-    assert "kernel_on_cuda " in cu130 and "kernel_on_cuda_14" not in cu130, "cuda-minver 14.0 skips it on 13.0"
+    assert "[[kernel_on_cuda]]" in cu130 and "kernel_on_cuda_14" not in cu130, "cuda-minver 14.0 skips it on 13.0"
     rocm = (generate_only(every_key, "torch213-cxx11-rocm71-x86_64-linux") / "CMakeLists.txt").read_text()
-    assert "--offload-arch=gfx942;--offload-arch=gfx950;-DHIP_FLAG" in rocm
+    hip_flags = ("--offload-arch=gfx942", "--offload-arch=gfx950", "-DHIP_FLAG")
+    assert "".join(f"  [[$<$<COMPILE_LANGUAGE:HIP>:{flag}>]]\n" for flag in hip_flags) in rocm
     xpu = (generate_only(every_key, "torch213-cxx11-xpu20260-x86_64-linux") / "CMakeLists.txt").read_text()
     assert "-fsycl-targets=spir64" in xpu
 

@@ -40,6 +40,7 @@ let
     tomli = drv "tomli"; packaging = drv "packaging"; pyyaml = drv "pyyaml";
     pyelftools = drv "pyelftools"; huggingface-hub = drv "huggingface-hub";
     filelock = drv "filelock"; kernels = drv "kernels";
+    markdown-it-py = drv "markdown-it-py"; argcomplete = drv "argcomplete";
     torch = drv "torch"; pytest = drv "pytest";
   };
 in {

@@ -15,10 +15,10 @@ src = ["demo_metal/demo.mm", "demo_metal/demo.metal"]
 def test_rocm_project_hipifies_cuda_sources(relu_copy):
     build_dir = generate_only(relu_copy, "torch213-cxx11-rocm71-x86_64-linux")
     cmake = (build_dir / "CMakeLists.txt").read_text()
-    assert "project(relu LANGUAGES CXX HIP)" in cmake
+    assert "project([[relu]] LANGUAGES [[CXX]] [[HIP]])" in cmake
     assert "--offload-arch=gfx942" in cmake and "ROCM_KERNEL" in cmake
     hipified = build_dir / "generated" / "hipified" / "relu_cuda" / "relu.hip"
-    assert f'"{hipified.as_posix()}"' in cmake
+    assert f"[[{hipified.as_posix()}]]" in cmake
     text = hipified.read_text()
     assert "hip" in text and "cudaGetLastError" not in text
     assert not (relu_copy / "relu_cuda" / "relu.hip").exists(), "generated files never go into the sources"
@@ -32,7 +32,7 @@ def test_metal_project_is_generated(kernel_dir):
     toml.write_text(toml.read_text().replace('backends = ["cpu"]', 'backends = ["cpu", "metal"]') + METAL_KERNEL)
     build_dir = generate_only(kernel_dir, "torch213-metal-aarch64-darwin")
     cmake = (build_dir / "CMakeLists.txt").read_text()
-    assert "LANGUAGES CXX OBJCXX" in cmake and "METAL_KERNEL" in cmake and "demo.mm" in cmake
+    assert "LANGUAGES [[CXX]] [[OBJCXX]]" in cmake and "METAL_KERNEL" in cmake and "demo.mm" in cmake
     assert (build_dir / "generated" / "registration.h").is_file()
 
 

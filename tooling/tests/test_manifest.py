@@ -93,7 +93,7 @@ def test_backend_specific_key_on_the_wrong_backend(kernel_dir):
 
 def test_cli_prints_file_line_and_fix_without_traceback(kernel_dir, capsys):
     rewrite(kernel_dir, 'depends = ["torch"]', 'depnds = ["torch"]')
-    assert main(["check", str(kernel_dir)]) == 1
+    assert main(["check", str(kernel_dir)]) == 2
     out = capsys.readouterr().out
     assert f"{kernel_dir / 'build.toml'}:13: error: [kernel.demo_cpu] depnds: unknown key" in out
     assert main(["build", str(kernel_dir)]) == 2
@@ -242,12 +242,33 @@ def test_unknown_value_lists_the_valid_ones_and_the_closest(kernel_dir):
     assert err.fix == "did you mean `cuda`? valid: cpu, cuda, metal, rocm, xpu, cann, neuron, tpu"
 
 
+def test_gpu_is_not_taken_for_xpu(kernel_dir):
+    rewrite(kernel_dir, 'backends = ["cpu"]', 'backends = ["cpu", "gpu"]')
+    err = error_of(kernel_dir)
+    assert err.message == "[general] backends: unknown value `gpu`"
+    assert "xpu`?" not in (err.fix or "") and "cuda (NVIDIA), rocm (AMD), xpu (Intel), metal (Apple)" in (err.fix or "")
+    rewrite(kernel_dir, '"gpu"', '"nvidia"')
+    assert (error_of(kernel_dir).fix or "").startswith("did you mean `cuda`?")
+
+
+def test_missing_source_suggests_the_file_of_a_close_name(kernel_dir):
+    rewrite(kernel_dir, '"demo_cpu/demo.cpp"', '"demo_cpu/dmeo.cpp"')
+    err = error_of(kernel_dir)
+    assert "`demo_cpu/dmeo.cpp` does not exist" in err.message
+    assert (err.fix or "").startswith("did you mean `demo_cpu/demo.cpp`?")
+    rewrite(kernel_dir, '"demo_cpu/dmeo.cpp"', '"other/unrelated_name.cu"')
+    assert "did you mean" not in (error_of(kernel_dir).fix or "")
+
+
+# Each class of invalid build.toml: `check` and `build` print the same diagnostic and exit 2.
 BAD_EDITS = {
     "typo in a key": ('depends = ["torch"]', 'depends = ["torch"]\ncuda-capabilites = ["8.0"]'),
     "unknown value": ('backends = ["cpu"]', 'backends = ["cdua"]'),
     "wrong type": ("version = 1", "version = [1]"),
     "missing key": ('license = "MIT"\n', ""),
     "syntax": ('license = "MIT"', "license = MIT"),
+    "missing source": ('"demo_cpu/demo.cpp"', '"demo_cpu/missing.cpp"'),
+    "rule across tables": ('backends = ["cpu"]', 'backends = ["cpu", "cuda"]'),
 }
 
 
@@ -256,8 +277,32 @@ def test_check_and_build_print_the_same_diagnostic(kernel_dir, capsys, edit):
     rewrite(kernel_dir, *BAD_EDITS[edit])
     expected = str(error_of(kernel_dir))
     assert "\n  fix: " in expected
-    assert main(["check", str(kernel_dir)]) == 1
+    assert main(["check", str(kernel_dir)]) == 2
     path, rest = expected.split(": ", 1)
     assert capsys.readouterr().out == f"{path}: error: {rest}\n"
     assert main(["build", str(kernel_dir)]) == 2
     assert capsys.readouterr().err == f"error: {expected}\n"
+
+
+@pytest.mark.parametrize("given", ["missing", "file", "no build.toml"])
+def test_check_and_build_agree_on_what_is_not_a_kernel_folder(kernel_dir, capsys, given):
+    path = {
+        "missing": kernel_dir / "nope",
+        "file": kernel_dir / "build.toml",
+        "no build.toml": kernel_dir / "torch-ext",
+    }[given]
+    assert main(["check", str(path)]) == 2
+    check_err = capsys.readouterr().err
+    assert main(["build", str(path)]) == 2
+    assert capsys.readouterr().err == check_err and "fix: " in check_err
+
+
+def test_check_exits_2_when_any_kernel_is_invalid(kernel_dir, tmp_path, capsys):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(kernel_dir, broken)
+    rewrite(broken, "version = 1", 'version = "1"')
+    assert main(["check", str(broken), str(kernel_dir)]) == 2
+    assert main(["check", str(kernel_dir), str(broken)]) == 2
+    assert f"{kernel_dir / 'tests'}: warning: no tests" in capsys.readouterr().out, "the valid kernel is checked too"

@@ -67,7 +67,7 @@ PATHOLOGICAL = {
 def test_cli_answers_pathological_manifests_with_file_line_and_fix(kernel_dir, capsys, case):
     content, line = PATHOLOGICAL[case]
     (kernel_dir / "build.toml").write_bytes(content)
-    assert main(["check", str(kernel_dir)]) == 1
+    assert main(["check", str(kernel_dir)]) == 2
     out = capsys.readouterr().out
     assert out.startswith(f"{kernel_dir / 'build.toml'}:{line}: error: ") and "\n  fix: " in out
     assert main(["build", str(kernel_dir)]) == 2

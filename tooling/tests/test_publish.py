@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from fake_hub import FakeHub
 from huggingface_hub import HfApi
+from kernel_card import render_card
 
 from kbuild import gitrepo
-from kbuild.card import DEFAULT_TEMPLATE, render_card
+from kbuild.card import DEFAULT_TEMPLATE
 from kbuild.errors import KbuildError
 from kbuild.inputs import input_digest
 from kbuild.manifest import load_manifest

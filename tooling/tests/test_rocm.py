@@ -216,9 +216,28 @@ def test_relu_compiles_for_gfx942_through_hipify(tmp_path):
 
 @needs_clang
 def test_gemm_fast_path_has_fp8_mfma_in_every_instantiation(tmp_path):
-    [obj] = rocm.compile_device_only(load_manifest(REPO / "kernels" / "gemm"), tmp_path / "out")
-    found = rocm.check_mfma(obj.asm_text(), function_pattern="mfma_gemm_kernel")
+    objects = rocm.compile_device_only(load_manifest(REPO / "kernels" / "gemm"), tmp_path / "out")
+    by_source = {obj.source.name: obj for obj in objects}
+    assert sorted(by_source) == ["gemm_rocm.hip", "quantize_rocm.hip"]
+    found = rocm.check_mfma(by_source["gemm_rocm.hip"].asm_text(), function_pattern="mfma_gemm_kernel")
     assert len(found) >= 3  # one per tile shape at least
+    quantize = rocm.asm_functions(by_source["quantize_rocm.hip"].asm_text())
+    # 3 input dtypes x (plain, SiLU-and-mul) x (16-byte, element path); 3 dtypes x 2 widths
+    assert sum("quantize_kernel" in name for name in quantize) == 12
+    assert sum("silu_mul_kernel" in name for name in quantize) == 6
+
+
+@needs_clang
+def test_in_function_checks_the_sources_that_define_it(tmp_path, capsys):
+    """With --in-function, a second source without that function is compiled and not checked
+    (gemm's quantization kernel beside its MFMA kernel); no source defining it is an error."""
+    other = "#include <hip/hip_runtime.h>\n__global__ void copy_kernel(float* x) { x[threadIdx.x] += 1.0f; }\n"
+    root = write_kernel(tmp_path / "demo", {"demo_rocm/k.hip": MFMA_SOURCE, "demo_rocm/other.hip": other})
+    assert main(["rocm-compile", str(root), "--require-mfma", "--in-function", "fp8_mfma"]) == 0
+    out = capsys.readouterr().out
+    assert "in 1 function(s) matching 'fp8_mfma'" in out and "no function matching 'fp8_mfma': not checked" in out
+    assert main(["rocm-compile", str(root), "--require-mfma", "--in-function", "no_such_kernel"]) == 2
+    assert "no function matching 'no_such_kernel' in any ROCm source" in capsys.readouterr().err
 
 
 @needs_clang

@@ -19,7 +19,7 @@ from kbuild.card import DEFAULT_TEMPLATE
 from kbuild.checks import check_kernel
 from kbuild.cli import main
 from kbuild.errors import KbuildError
-from kbuild.inputs import input_uid
+from kbuild.inputs import input_digest
 from kbuild.manifest import load_manifest
 from kbuild.pipeline import publish_locally
 
@@ -33,7 +33,10 @@ backends = ["cpu"]
 {hub}
 [torch-noarch]
 """
-BAD_REPO_IDS = ["../x", "x/..", "./.", ".git/hooks", "../..", "org/-x", "org/a--b", "org/" + "n" * 97, "org/a b"]
+BAD_REPO_IDS = [
+    *("../x", "x/..", "./.", ".git/hooks", "../..", "org/-x", "org/a--b", "org/" + "n" * 97, "org/a b"),
+    *("org/demo\n", "a/b\n"),  # issue 40: `$` matched before a final line break
+]
 
 
 @pytest.fixture
@@ -178,13 +181,21 @@ def test_repo_id_in_build_toml_is_checked_by_check_publish_and_the_main_job(noar
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "hub").exists()
 
 
-@pytest.mark.parametrize("branch", ["--orphan", "../v1", "v1.lock", ".hidden", "a//b", "v 1"])
+@pytest.mark.parametrize(
+    "branch",
+    [
+        *("--orphan", "../v1", "v1.lock", ".hidden", "a//b", "v 1"),
+        # issue 40: a trailing newline, git's own names, `main` (the card's), and names with `/`
+        *("v1\n", "HEAD", "FETCH_HEAD", "ORIG_HEAD", "main", "refs/heads/x", "origin/main", "v1/x"),
+    ],
+)
 def test_hub_branch_in_build_toml_is_a_plain_branch_name(noarch, tmp_path, branch, capsys):
-    (noarch / "build.toml").write_text(NOARCH_TOML.format(hub=f'\n[general.hub]\nbranch = "{branch}"\n'))
+    (noarch / "build.toml").write_text(NOARCH_TOML.format(hub=f"\n[general.hub]\nbranch = {json.dumps(branch)}\n"))
+    assert any(f"branch {branch!r} is not a plain branch name" in str(f) for f in check_kernel(noarch))
     build_kernel(noarch, log=_quiet)
     hub = tmp_path / "hub"
     assert main(["publish", str(noarch), "--repo-id", "org/demo", "--to", str(hub), "--allow-nonportable"]) == 2
-    assert f"branch `{branch}` is not a plain branch name" in capsys.readouterr().err
+    assert f"branch {branch!r} is not a plain branch name" in capsys.readouterr().err
     assert not hub.exists()
 
 
@@ -314,12 +325,12 @@ def test_symlinks_outside_the_build_inputs_do_not_stop_a_build(kernel_dir, outsi
     (kernel_dir / ".venv" / "bin").mkdir(parents=True)
     (kernel_dir / ".venv" / "bin" / "python").symlink_to(sys.executable)
     (kernel_dir / "notes.txt").symlink_to(outside / "victim.txt")
-    before = input_uid(load_manifest(kernel_dir))
+    before = input_digest(load_manifest(kernel_dir))
     (kernel_dir / "demo_cpu" / "leak.h").symlink_to(outside / "victim.txt")
     with pytest.raises(KbuildError, match=r"source .*leak.h is a symlink"):
-        input_uid(load_manifest(kernel_dir))
+        input_digest(load_manifest(kernel_dir))
     (kernel_dir / "demo_cpu" / "leak.h").unlink()
-    assert input_uid(load_manifest(kernel_dir)) == before
+    assert input_digest(load_manifest(kernel_dir)) == before
 
 
 def test_the_build_lock_is_never_written_through_a_symlink(kernel_dir, outside):

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -512,6 +514,25 @@ def test_cli_reports_errors_without_traceback(project, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
+    ("to", "shown"),
+    [
+        ('"gemm/gemm\\0kernel.h"', "'gemm/gemm\\x00kernel.h' contains a control character"),
+        ("gemm/git~1/gemm_kernel.h", "'gemm/git~1/gemm_kernel.h' names `.git`"),
+        ('"gemm/.GIT./gemm_kernel.h"', "'gemm/.GIT./gemm_kernel.h' names `.git`"),
+    ],
+)
+def test_nul_or_git_look_alike_in_a_destination_is_bad_input(project, monkeypatch, capsys, to, shown):
+    """Issue 40: a NUL in `to` ended in exit 3; `git~1` (`.git` to Windows) was accepted."""
+    kernel = project.kernel()
+    project.edit_map(kernel, "to: gemm/gemm_kernel.h}", f"to: {to}}}")
+    monkeypatch.chdir(project.root)
+    before = snapshot(project.root)
+    assert cli.main(["sync", "kernels/gemm"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: kernels/gemm/upstream.yaml:7: files[0].to: path {shown}")
+    assert snapshot(project.root) == before
+
+
+@pytest.mark.parametrize(
     ("old", "new", "message", "line"),
     [
         ("ref: main", "ref: main\nbranch: main", "upstream.yaml: unknown key `branch`", 5),
@@ -667,14 +688,17 @@ def test_upstream_dotdot_entry_cannot_overwrite_the_kernel(project):
     assert snapshot(project.root) == before
 
 
-@pytest.mark.parametrize("dot_git", [".git", ".GIT"])
+# `.git ` `.git.` `git~1` `.git::$INDEX_ALLOCATION`: what a Windows checkout reads as `.git` (issue 40)
+@pytest.mark.parametrize("dot_git", [".git", ".GIT", ".git ", ".Git. ", "git~1", "GIT~2", ".git::$INDEX_ALLOCATION"])
 def test_upstream_git_folder_is_never_written(project, dot_git):
     config = '[core]\n\tfsmonitor = "touch pwned; false"\n'
     new = _commit_with_tree(project, project.c1, "vendor", {f"{dot_git}/config": config})
     kernel = project.kernel()
     project.edit_map(kernel, VENDOR_MAP, VENDOR_MAP + '  - {from: "vendor/**", to: third_party/}\n')
     before = snapshot(project.root)
-    with pytest.raises(KbuildError, match=rf"'vendor/\{dot_git}/config' .* has a part named '\{dot_git}'"):
+    with pytest.raises(
+        KbuildError, match=re.escape(f"'vendor/{dot_git}/config' ") + f".* has a part named {re.escape(repr(dot_git))}"
+    ):
         sync_kernel(kernel, ref=new)
     assert snapshot(project.root) == before
     assert not (kernel / "third_party").exists()
@@ -698,3 +722,111 @@ def test_a_patch_may_not_turn_a_mapped_file_into_a_symlink(project, tmp_path):
         sync_kernel(kernel, ref=project.c1)
     assert snapshot(project.root) == before
     assert "outside the kernel" not in (kernel / "gemm/gemm_kernel.h").read_text()
+
+
+# --- kbuild sync --refresh-patch ---
+
+
+def refresh_work(kernel: Path) -> Path:
+    return kernel / ".kbuild" / "refresh-patches"
+
+
+def without_refresh_work(state: dict[str, object]) -> dict[str, object]:
+    return {rel: value for rel, value in state.items() if "/.kbuild" not in f"/{rel}"}
+
+
+def test_refresh_patch_carries_a_patch_whose_context_upstream_changed(project):
+    kernel = project.kernel(patches={"0001-more-stages.patch": MORE_STAGES})
+    # Upstream edits a line of the patch's context, not the line it changes: `git apply` fails, a merge does not.
+    noted = KERNEL_V2.replace('#include "gpu_types.h"\n', '#include "gpu_types.h"  // and nothing else\n')
+    c4 = commit(project.upstream, "Note the include", {"gemm/gemm_kernel.cpp": noted})
+    with pytest.raises(KbuildError, match="no longer applies"):
+        sync_kernel(kernel, ref=c4)
+    patch_before = (kernel / "patches/0001-more-stages.patch").read_text()
+
+    result = sync_kernel(kernel, ref=c4, refresh_patches=True)
+
+    assert (kernel / "gemm/gemm_kernel.h").read_text() == noted.replace(*MORE_STAGES[0])
+    assert result.refreshed == ["0001-more-stages.patch"] and result.patches == ["0001-more-stages.patch"]
+    assert "patches/0001-more-stages.patch" in result.modified
+    assert (kernel / "patches/0001-more-stages.patch").read_text() != patch_before
+    assert "- `patches/0001-more-stages.patch` (refreshed)" in result.summary()
+    assert load_upstream(kernel).commit == c4
+    assert not refresh_work(kernel).exists()
+    assert not sync_kernel(kernel, ref=c4).changed  # the refreshed series reproduces the kernel
+
+
+def test_refresh_patch_leaves_conflict_markers_and_goes_on_once_they_are_resolved(project, monkeypatch, capsys):
+    kernel = project.kernel(patches={"0001-more-stages.patch": MORE_STAGES, "0002-wider-n.patch": WIDER_N})
+    first_patch = (kernel / "patches/0001-more-stages.patch").read_text()
+    before = snapshot(project.root)
+    monkeypatch.chdir(project.root)
+
+    assert cli.main(["sync", "kernels/gemm", "--refresh-patch"]) == 1
+    err = capsys.readouterr().err
+    assert "patches/0002-wider-n.patch conflicts with upstream" in err and "in gemm/gemm_kernel.h" in err
+    assert "then run `kbuild sync kernels/gemm --refresh-patch` again" in err
+    conflicted = refresh_work(kernel) / "gemm/gemm_kernel.h"
+    text = conflicted.read_text()
+    assert "<<<<<<< " in text and "kTileN = 256" in text and "kTileN = 192" in text and ">>>>>>> " in text
+    assert without_refresh_work(snapshot(project.root)) == without_refresh_work(before)
+
+    assert cli.main(["sync", "kernels/gemm", "--refresh-patch"]) == 1  # markers still there
+    assert "conflicts with upstream" in capsys.readouterr().err
+
+    resolved = KERNEL_V2.replace("kStages = 2", "kStages = 3").replace("kTileN = 256", "kTileN = 384")
+    resolved = resolved.replace("// pipeline depth", "// pipeline depth, for a wider N")
+    conflicted.write_text(resolved)
+    assert cli.main(["sync", "kernels/gemm", "--refresh-patch"]) == 0
+    assert (kernel / "gemm/gemm_kernel.h").read_text() == resolved
+    assert (kernel / "patches/0001-more-stages.patch").read_text() == first_patch  # still applies: kept as is
+    assert "+constexpr int kTileN = 384;" in (kernel / "patches/0002-wider-n.patch").read_text()
+    assert "- `patches/0002-wider-n.patch` (refreshed)" in capsys.readouterr().out
+    assert not refresh_work(kernel).exists()
+
+
+def test_refresh_patch_deletes_a_patch_that_upstream_made(project):
+    kernel = project.kernel(patches={"0001-wider-n.patch": (("kTileN = 128", "kTileN = 256"),)})
+    result = sync_kernel(kernel, ref=project.c2, refresh_patches=True)
+    assert (kernel / "gemm/gemm_kernel.h").read_text() == KERNEL_V2
+    assert result.deleted == ["patches/0001-wider-n.patch"] and result.patches == []
+    assert not (kernel / "patches/0001-wider-n.patch").exists()
+
+
+def test_refresh_patch_refuses_a_scratch_repository_of_another_refresh(project):
+    kernel = project.kernel(patches={"0001-more-stages.patch": MORE_STAGES, "0002-wider-n.patch": WIDER_N})
+    with pytest.raises(KbuildError, match="conflicts with upstream") as conflict:
+        sync_kernel(kernel, refresh_patches=True)
+    assert conflict.value.exit_code == 1
+    with pytest.raises(KbuildError, match="unfinished refresh of other patches or for another upstream commit"):
+        sync_kernel(kernel, ref=project.c2, refresh_patches=True)
+
+
+def test_refresh_patch_does_not_go_with_check(project, monkeypatch, capsys):
+    project.kernel()
+    monkeypatch.chdir(project.root)
+    assert cli.main(["sync", "kernels/gemm", "--check", "--refresh-patch"]) == 2
+    assert "--refresh-patch goes with a sync" in capsys.readouterr().err
+
+
+WALKTHROUGH = Path(__file__).resolve().parents[2] / "scripts" / "sync-walkthrough.sh"
+
+
+def test_the_walkthrough_script_runs_from_start_to_end(tmp_path):
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this environment's kbuild
+    result = subprocess.run(
+        ["bash", str(WALKTHROUGH), str(tmp_path / "walkthrough")],
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "- `patches/0001-empty-input.patch` (refreshed)" in result.stdout
+    assert "<<<<<<< HEAD" in result.stdout and "- deleted `patches/0001-empty-input.patch`" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("scale: up to date (main at ")
+
+
+def test_the_docs_quote_the_walkthrough_script():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "upstream-sync.md").read_text()
+    assert f"```bash\n{WALKTHROUGH.read_text()}```" in doc

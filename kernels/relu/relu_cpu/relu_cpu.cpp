@@ -51,7 +51,8 @@ const char* relu_cpu(void* out, const void* in, int64_t numel, DType dtype) {
     if (dtype == DType::Float32) {
       relu32(static_cast<float*>(out) + begin, static_cast<const float*>(in) + begin, end - begin);
     } else {
-      relu16(static_cast<uint16_t*>(out) + begin, static_cast<const uint16_t*>(in) + begin, end - begin, dtype);
+      relu16(static_cast<uint16_t*>(out) + begin, static_cast<const uint16_t*>(in) + begin, end - begin,
+             dtype);
     }
   });
   return nullptr;

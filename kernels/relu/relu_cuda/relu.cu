@@ -1,8 +1,8 @@
 // relu for CUDA (and, hipified, ROCm): one grid-stride kernel per dtype, 16-byte vector
 // loads and stores where the pointers allow, scalar code for the tail.
-#include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -64,8 +64,10 @@ const char* launch(void* out, const void* in, int64_t numel, cudaStream_t stream
                           (reinterpret_cast<uintptr_t>(in) % kVectorBytes == 0);
   const int64_t per_thread = vectorized ? kVectorsInFlight * kVectorBytes / sizeof(T) : 1;
   const int64_t wanted = (numel / per_thread + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(wanted < 1 ? 1 : (wanted > int64_t{sms} * kMaxBlocksPerSm ? int64_t{sms} * kMaxBlocksPerSm : wanted));
-  relu_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in), numel, vectorized);
+  const int blocks = static_cast<int>(
+      wanted < 1 ? 1 : (wanted > int64_t{sms} * kMaxBlocksPerSm ? int64_t{sms} * kMaxBlocksPerSm : wanted));
+  relu_kernel<T>
+      <<<blocks, kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in), numel, vectorized);
   return cudaGetLastError() == cudaSuccess ? nullptr : "relu: kernel launch failed";
 }
 
@@ -75,9 +77,12 @@ const char* relu_gpu(void* out, const void* in, int64_t numel, DType dtype, void
   if (numel <= 0) return numel == 0 ? nullptr : "relu: negative element count";
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::Float32: return launch<float>(out, in, numel, s);
-    case DType::Float16: return launch<__half>(out, in, numel, s);
-    case DType::BFloat16: return launch<__nv_bfloat16>(out, in, numel, s);
+    case DType::Float32:
+      return launch<float>(out, in, numel, s);
+    case DType::Float16:
+      return launch<__half>(out, in, numel, s);
+    case DType::BFloat16:
+      return launch<__nv_bfloat16>(out, in, numel, s);
   }
   return "relu: unsupported dtype";
 }

@@ -14,10 +14,17 @@ namespace {
 
 bool kernel_dtype(const torch::Tensor& x, relu_kernels::DType* dtype) {
   switch (x.scalar_type()) {
-    case torch::kFloat32: *dtype = relu_kernels::DType::Float32; return true;
-    case torch::kFloat16: *dtype = relu_kernels::DType::Float16; return true;
-    case torch::kBFloat16: *dtype = relu_kernels::DType::BFloat16; return true;
-    default: return false;
+    case torch::kFloat32:
+      *dtype = relu_kernels::DType::Float32;
+      return true;
+    case torch::kFloat16:
+      *dtype = relu_kernels::DType::Float16;
+      return true;
+    case torch::kBFloat16:
+      *dtype = relu_kernels::DType::BFloat16;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -30,22 +37,24 @@ void relu(torch::Tensor& out, const torch::Tensor& x) {
               ", expected the dtype of x (", x.scalar_type(), ")");
   TORCH_CHECK(out.sizes() == x.sizes(), "relu: out has shape ", out.sizes(), ", expected the shape of x ",
               x.sizes());
-  TORCH_CHECK(x.is_contiguous() && out.is_contiguous(), "relu: x and out must be contiguous; call .contiguous()");
+  TORCH_CHECK(x.is_contiguous() && out.is_contiguous(),
+              "relu: x and out must be contiguous; call .contiguous()");
   // Contiguous, so each covers one byte range: the same range is an in-place relu (each element
   // is read before it is written); a shifted one would read values already overwritten.
   const auto x_start = reinterpret_cast<uintptr_t>(x.data_ptr());
   const auto out_start = reinterpret_cast<uintptr_t>(out.data_ptr());
   const auto bytes = uintptr_t(x.numel()) * uintptr_t(x.element_size());
-  TORCH_CHECK(x.numel() == 0 || x_start == out_start || x_start + bytes <= out_start || out_start + bytes <= x_start,
-              "relu: out partly overlaps x; pass out=x to work in place, or a separate tensor");
+  TORCH_CHECK(
+      x.numel() == 0 || x_start == out_start || x_start + bytes <= out_start || out_start + bytes <= x_start,
+      "relu: out partly overlaps x; pass out=x to work in place, or a separate tensor");
   relu_kernels::DType dtype;
   TORCH_CHECK(kernel_dtype(x, &dtype), "relu: x must be float32, float16 or bfloat16, got ", x.scalar_type());
 #if defined(CPU_KERNEL)
   const char* error = relu_kernels::relu_cpu(out.data_ptr(), x.data_ptr(), x.numel(), dtype);
 #else
   const c10::cuda::CUDAGuard guard(x.device());
-  const char* error =
-      relu_kernels::relu_gpu(out.data_ptr(), x.data_ptr(), x.numel(), dtype, c10::cuda::getCurrentCUDAStream().stream());
+  const char* error = relu_kernels::relu_gpu(out.data_ptr(), x.data_ptr(), x.numel(), dtype,
+                                             c10::cuda::getCurrentCUDAStream().stream());
 #endif
   TORCH_CHECK(error == nullptr, error);
 }

@@ -1,0 +1,219 @@
+"""What is published: the version branches of a kernel repository and the builds on them, read
+from a local hub folder (`kbuild publish --to`), a checkout of one version branch, or the Hub
+(through huggingface_hub), for `kbuild api-check` and `kbuild verify`.
+
+Every source hands out a branch as a folder holding its `build/<variant>/` files as published
+(git-lfs files smudged, Hub files downloaded), removed again when the caller is done.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kbuild import gitrepo, paths
+from kbuild.errors import KbuildError
+from kbuild.hubid import repo_id_problem
+from kbuild.redact import scrub
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+VERSION_BRANCH = re.compile(r"^v(\d+)$")
+REPO_TYPE = "kernel"
+BUNDLE = "metadata.json.sigstore"
+
+
+def version_of(branch: str) -> int | None:
+    match = VERSION_BRANCH.match(branch)
+    return int(match.group(1)) if match else None
+
+
+@dataclass
+class Source(ABC):
+    """One published kernel repository. `local`: a local hub folder, where builds made with this
+    machine's toolchain are allowed (`kbuild publish --to --allow-nonportable`)."""
+
+    repo_id: str
+    label: str
+    local: bool
+
+    @abstractmethod
+    def branches(self) -> list[str]:
+        """The version branches (`v<N>`), newest first."""
+
+    @abstractmethod
+    def checkout(self, branch: str, variants: list[str] | None = None) -> AbstractContextManager[Path]:
+        """A folder with the branch's `build/` (only `variants` when given)."""
+
+    @abstractmethod
+    def was_signed(self, branch: str, variant: str) -> bool:
+        """Whether a signature bundle was ever published for `variant` on `branch`."""
+
+
+def _newest_first(names: list[str]) -> list[str]:
+    return sorted((n for n in names if version_of(n) is not None), key=lambda n: -(version_of(n) or 0))
+
+
+@dataclass
+class GitRepository(Source):
+    """A repository of a local hub folder (`<folder>/<org>/<name>`, branches main and v<N>)."""
+
+    path: Path
+
+    def branches(self) -> list[str]:
+        listing = gitrepo.git(["for-each-ref", "--format=%(refname:short)", "refs/heads/"], self.path)
+        return _newest_first(listing.split())
+
+    @contextmanager
+    def checkout(self, branch: str, variants: list[str] | None = None) -> Iterator[Path]:
+        with tempfile.TemporaryDirectory(prefix="kbuild-published-") as tmp:
+            worktree = Path(tmp) / branch
+            gitrepo.git(["worktree", "add", "--quiet", "--detach", "--", str(worktree), branch], self.path)
+            try:
+                yield worktree
+            finally:
+                gitrepo.git(["worktree", "remove", "--force", "--", str(worktree)], self.path, check=False)
+                gitrepo.git(["worktree", "prune"], self.path, check=False)
+
+    def was_signed(self, branch: str, variant: str) -> bool:
+        history = gitrepo.git(["log", "--format=%H", branch, "--", f"build/{variant}/{BUNDLE}"], self.path)
+        return bool(history.strip())
+
+
+@dataclass
+class Checkout(Source):
+    """A folder holding one version branch's files as they are on disk (e.g. the
+    `<folder>/<org>/<name>@v<N>` checkout that `kbuild all` leaves, which LOCAL_KERNELS loads)."""
+
+    path: Path
+    branch: str
+
+    def branches(self) -> list[str]:
+        return [self.branch]
+
+    @contextmanager
+    def checkout(self, branch: str, variants: list[str] | None = None) -> Iterator[Path]:
+        yield self.path
+
+    def was_signed(self, branch: str, variant: str) -> bool:
+        if gitrepo.toplevel(self.path) != self.path.resolve():
+            return False
+        return bool(gitrepo.git(["log", "--format=%H", "HEAD", "--", f"build/{variant}/{BUNDLE}"], self.path).strip())
+
+
+@dataclass
+class HubRepository(Source):
+    """A kernel repository on the Hub, read through huggingface_hub (`api`: an HfApi; default
+    the environment's endpoint and token)."""
+
+    api: HfApi | None = None
+
+    def _client(self) -> HfApi:
+        from huggingface_hub import HfApi
+
+        return self.api if self.api is not None else HfApi()
+
+    def branches(self) -> list[str]:
+        """No branch when the repository does not exist (a kernel not released yet)."""
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        with _hub_errors(self.repo_id):
+            try:
+                refs = self._client().list_repo_refs(self.repo_id, repo_type=REPO_TYPE)
+            except RepositoryNotFoundError:
+                return []
+        return _newest_first([ref.name for ref in refs.branches])
+
+    @contextmanager
+    def checkout(self, branch: str, variants: list[str] | None = None) -> Iterator[Path]:
+        from huggingface_hub import RepoFile
+        from huggingface_hub.errors import EntryNotFoundError
+
+        api = self._client()
+        with tempfile.TemporaryDirectory(prefix="kbuild-published-") as tmp, _hub_errors(self.repo_id):
+            try:
+                tree = api.list_repo_tree(self.repo_id, "build", recursive=True, revision=branch, repo_type=REPO_TYPE)
+                files = [entry.path for entry in tree if isinstance(entry, RepoFile)]
+            except EntryNotFoundError:
+                files = []
+            for path in files:
+                rel = paths.clean_relative(path, what=f"file of {self.repo_id}")
+                if variants is None or (len(rel.parts) > 2 and rel.parts[1] in variants):
+                    api.hf_hub_download(self.repo_id, path, revision=branch, repo_type=REPO_TYPE, local_dir=tmp)
+            yield Path(tmp)
+
+    def was_signed(self, branch: str, variant: str) -> bool:
+        return True  # the release workflow signs every variant it publishes to the Hub
+
+
+@contextmanager
+def _hub_errors(repo_id: str) -> Iterator[None]:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        yield
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else "?"
+        raise KbuildError(
+            scrub(f"the Hub refused to read {repo_id} (HTTP {status}): {err.server_message or err}"),
+            fix="check the repository id, and for a private repository the token (HF_TOKEN or `hf auth login`)",
+        ) from None
+
+
+def open_source(target: str, repo_id: str | None = None) -> list[Source]:
+    """The repositories that `target` names: a local hub folder (every repository in it, or
+    `repo_id`'s only, with the version-branch checkouts beside them), one of its repositories,
+    a checkout of one version branch (a folder with `build/`), or a Hub repository id."""
+    path = Path(target)
+    if path.is_dir():
+        if (path / "build").is_dir():
+            return [Checkout(repo_id or path.name, str(path), True, path, _checkout_branch(path))]
+        if (path / ".git").exists():
+            return [GitRepository(repo_id or "/".join(path.resolve().parts[-2:]), str(path), True, path)]
+        sources: list[Source] = []
+        for repo in sorted(path.glob("*/*/.git")):
+            if "@" in repo.parent.name:  # a checkout, listed beside its repository below
+                continue
+            found = "/".join(repo.parent.relative_to(path).parts)
+            if repo_id is None or found == repo_id:
+                sources.append(GitRepository(found, str(repo.parent), True, repo.parent))
+                for checkout in sorted(repo.parent.parent.glob(f"{repo.parent.name}@v*")):
+                    branch = checkout.name.partition("@")[2]
+                    sources.append(Checkout(found, str(checkout), True, checkout, branch))
+        if not sources:
+            wanted = f" for {repo_id}" if repo_id else ""
+            raise KbuildError(
+                f"no published kernel repository{wanted} in this folder",
+                file=str(path),
+                fix="pass a local hub folder written by `kbuild publish --to` (e.g. .hub), one of its "
+                "repositories, or a Hub repository id (OWNER/NAME)",
+            )
+        return sources
+    if repo_id_problem(target) is not None or path.exists():
+        raise KbuildError(
+            f"`{target}` is neither a folder nor a Hub repository id",
+            fix="pass a local hub folder (e.g. .hub) or a Hub repository id (OWNER/NAME)",
+        )
+    return [HubRepository(target, f"hub:{target}", False)]
+
+
+def _checkout_branch(path: Path) -> str:
+    """The version branch a checkout holds: `<name>@v<N>` names it; else the version its builds record."""
+    branch = path.name.partition("@")[2]
+    if version_of(branch) is not None:
+        return branch
+    versions = set()
+    for metadata in path.glob("build/*/metadata.json"):
+        try:
+            versions.add(json.loads(metadata.read_text(encoding="utf-8")).get("version"))
+        except (ValueError, AttributeError):
+            continue
+    return f"v{versions.pop()}" if len(versions) == 1 else "checkout"

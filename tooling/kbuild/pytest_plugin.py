@@ -1,0 +1,80 @@
+"""The pytest plugin that kbuild installs (entry point `pytest11`): plain `pytest kernels/<name>/tests`
+runs a kernel's tests against its local build, as `kbuild test` does, offline.
+
+For each kernel folder that pytest is given (the folder, its tests, a test file, or a folder of
+kernel folders such as `kernels/`), `kernels.get_kernel("<repo-id>")` is pointed at the kernel
+through LOCAL_KERNELS and `import <python_name>` at the same build, with kbuild.pytest_imports
+loaded as `kbuild test` loads it (it also registers the `kernels_ci` marker). The plugin builds
+nothing: a missing or stale build stops pytest with the command that makes it. Kernels that
+LOCAL_KERNELS already maps, as `kbuild test` does, are left alone; `-p no:kbuild` turns the
+plugin off.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+MANIFEST = "build.toml"
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # This hook runs before the conftest.py files of the given paths are imported; they may import the kernel.
+    invocation = early_config.invocation_params.dir
+    given = early_config.known_args_namespace.file_or_dir or [str(invocation)]
+    for kernel_dir in kernel_folders(invocation, given):
+        use_local_build(kernel_dir, invocation, early_config)
+
+
+def kernel_folders(invocation: Path, args: list[str]) -> list[Path]:
+    """The kernel folders that the pytest arguments `args` name or lie in, in order, once each."""
+    found: dict[Path, None] = {}
+    for arg in args:
+        path = (invocation / arg.split("::")[0]).resolve()
+        if not path.exists():
+            continue
+        kernel = next((folder for folder in (path, *path.parents) if (folder / MANIFEST).is_file()), None)
+        if kernel is not None:
+            found[kernel] = None
+        elif path.is_dir():
+            found.update(dict.fromkeys(sorted(manifest.parent for manifest in path.glob(f"*/{MANIFEST}"))))
+    return list(found)
+
+
+def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -> None:
+    """Point the loader and `import <python_name>` at `kernel_dir`'s build for this environment, and
+    load what `kbuild test` loads with `-p` (kbuild.pytest_imports); raise pytest.UsageError, with the
+    command to run, when there is no build or it is stale."""
+    from kbuild import pytest_imports
+    from kbuild.build import resolve_variant
+    from kbuild.errors import KbuildError
+    from kbuild.inputs import require_fresh
+    from kbuild.manifest import load_manifest
+    from kbuild.testing import kernel_test_environment
+
+    shown = Path(os.path.relpath(kernel_dir, invocation)) if kernel_dir.is_relative_to(invocation) else kernel_dir
+    try:
+        manifest = load_manifest(kernel_dir)
+        if any(entry.startswith(f"{manifest.repo_id}=") for entry in os.environ.get("LOCAL_KERNELS", "").split(":")):
+            return
+        variant = resolve_variant(manifest, None)
+    except KbuildError as exc:
+        raise pytest.UsageError(f"kbuild: {exc}") from None
+    variant_dir = kernel_dir / "build" / variant.name
+    commands = f"run `kbuild build {shown}` and pytest again, or `kbuild test {shown}` (builds, then tests)"
+    if not (variant_dir / "metadata.json").is_file():
+        raise pytest.UsageError(
+            f"kbuild: {shown} has no build for this environment ({variant.name}): the tests would load "
+            f"{manifest.repo_id} from the Hub.\n  fix: {commands}"
+        )
+    try:
+        require_fresh(manifest, variant_dir)
+    except KbuildError as exc:
+        raise pytest.UsageError(f"kbuild: {exc.file}: {exc.message}\n  fix: {commands}") from None
+    environment = kernel_test_environment(manifest)
+    os.environ["LOCAL_KERNELS"] = environment["LOCAL_KERNELS"]
+    pytest_imports.install(environment[pytest_imports.ENVIRONMENT])
+    if not config.pluginmanager.is_registered(pytest_imports):
+        config.pluginmanager.register(pytest_imports, pytest_imports.__name__)
