@@ -123,6 +123,10 @@ def _cuda_arch_key(cap: str) -> tuple[Version | str, str]:
 
 DEVICE_SCAFFOLD = (("{name}_cuda/{name}.cu", "cuda.cu.j2"),)
 
+# torch's device type for the GPUs of every GPU backend here (ROCm builds of torch call theirs
+# "cuda" too): what model code passes as `device`.
+GPU_DEVICE = "cuda"
+
 CPU = Backend(
     "cpu",
     "CPU",

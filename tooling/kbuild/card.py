@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kbuild import card_render, paths
-from kbuild.backends import CPU
+from kbuild.backends import CPU, CUDA, GPU_DEVICE, ROCM
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest
 from kbuild.variants import BuiltVariant, Variant
@@ -159,8 +159,9 @@ def usage_example(manifest: Manifest, functions: list[Function], repo_id: str) -
     """Python that loads the kernel and calls its first function on a small tensor, from the
     signature: tensors are `x`, numbers small constants; arguments with defaults are left out."""
     name = manifest.python_name
-    # torch's device names (ROCm builds run on "cuda" devices too), not backend names.
-    device = '"cuda" if torch.cuda.is_available() else "cpu"' if CPU.name in manifest.backends else '"cuda"'
+    # torch's device names (ROCm builds of torch use GPU_DEVICE too), not backend names.
+    gpu = f'"{GPU_DEVICE}"'
+    device = f'{gpu} if torch.cuda.is_available() else "cpu"' if CPU.name in manifest.backends else gpu
     lines = [
         "import torch",
         "from kernels import get_kernel",
@@ -429,8 +430,8 @@ def _benchmark(path: Path, data: dict[str, Any], kernel_dir: Path, link_base: Pa
         dict.fromkeys(k for row in rows for k, v in row.items() if isinstance(v, (int, str)) and not k.endswith("_us"))
     )
     software = [f"torch {machine['torch']}"] if machine.get("torch") else []
-    software += [f"CUDA {machine['cuda']}"] if machine.get("cuda") else []
-    software += [f"ROCm {machine['rocm']}"] if machine.get("rocm") else []
+    software += [f"CUDA {machine[CUDA.name]}"] if machine.get(CUDA.name) else []
+    software += [f"ROCm {machine[ROCM.name]}"] if machine.get(ROCM.name) else []
     png = path.with_suffix(".png")
     plot = None
     if png.is_file() or png.is_symlink():

@@ -173,7 +173,14 @@ def find_torch() -> TorchInstall:
 
     version = field("__version__") or importlib.metadata.version("torch")
     xpu = field("xpu") is not None
-    return TorchInstall(version=version, package_dir=package_dir, cuda=field("cuda"), hip=field("hip"), xpu=xpu)
+    cuda_field, hip_field = backends.CUDA.torch_field, backends.ROCM.torch_field
+    return TorchInstall(
+        version=version,
+        package_dir=package_dir,
+        cuda=field(cuda_field) if cuda_field else None,
+        hip=field(hip_field) if hip_field else None,
+        xpu=xpu,
+    )
 
 
 def _machine() -> str:

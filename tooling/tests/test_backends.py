@@ -106,3 +106,13 @@ def test_generated_project_takes_the_records_define_and_libraries(kernel_dir, va
     assert f"[[{backend.define}]]" in cmake
     assert all(f"lib{lib}.so]]" in cmake for lib in backend.torch_libraries)
     assert "CUDA::cudart" not in cmake
+
+
+def test_backend_names_are_spelled_out_in_few_modules():
+    """The literal names "cuda" and "rocm" appear in at most 3 modules: the registry, the
+    build.toml schema (which keys belong to which backend) and the toolkit modules."""
+    package = Path(backends.__file__).parent
+    allowed = {"backends.py", "manifest.py", "cuda.py", "rocm.py"}
+    for literal in ('"cuda"', '"rocm"'):
+        modules = {path.name for path in package.glob("*.py") if literal in path.read_text(encoding="utf-8")}
+        assert modules <= allowed and len(modules) <= 3, (literal, sorted(modules))
