@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "gemm_common/fp8_decode.h"
 #include "gemm_common/scale_block.h"
 
 namespace fp8gemm::sm90::decode {
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams
     const int n = n_cta + tile * 16 * WR + 16 * i + (l >> 2) + 8 * (r >> 1);
     const int m = m0 + 8 * j + 2 * (l & 3) + (r & 1);
     if (n >= p.N || m >= p.M) continue;
-    if (p.bias != nullptr) s += __uint_as_float(uint32_t(p.bias[int64_t(n) * p.bias_stride]) << 16);
+    if (p.bias != nullptr) s += bf16_to_float(p.bias[int64_t(n) * p.bias_stride]);
     p.out[int64_t(m) * p.out_sm + int64_t(n) * p.out_sn] = detail::to_bf16_bits(s);
   }
   if (cluster_size > 1) cluster.sync();  // no CTA leaves while the others read its shared memory

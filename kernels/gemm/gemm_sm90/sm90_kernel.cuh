@@ -34,6 +34,7 @@
 
 #include <utility>
 
+#include "gemm_common/fp8_decode.h"
 #include "gemm_sm90/sm90_tiles.h"
 #include "sm90_ptx.cuh"
 #include "wgmma_fp8.cuh"
@@ -116,7 +117,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 // The bias of output column col (0 past the last column, whose results are never stored).
 __device__ __forceinline__ float bias_at(const KernelParams& p, int col) {
-  return col < p.N ? __uint_as_float(uint32_t(p.bias[int64_t(col) * p.bias_stride]) << 16) : 0.0f;
+  return col < p.N ? bf16_to_float(p.bias[int64_t(col) * p.bias_stride]) : 0.0f;
 }
 
 __device__ __forceinline__ uint16_t to_bf16(float x) {
