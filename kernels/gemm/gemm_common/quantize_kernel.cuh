@@ -183,4 +183,27 @@ inline int silu_mul_per_thread(const SiluMulArgs& a, int64_t element_bytes) {
   return a.K % 8 == 0 && aligned(a.x) && aligned(a.out) && rows ? 8 : 1;
 }
 
+// The launches, for either runtime: `last_error()` is kOk or the text of the launch's error.
+template <class Stream, class LastError>
+Status launch_quantize(const QuantizeArgs& a, Stream stream, LastError last_error) {
+  if (a.M < 0 || a.K < 0) return "quantize: negative size";
+  if (a.M == 0 || a.K == 0) return kOk;
+  if (blocks(a) > int64_t(0x7FFFFFFF)) return "quantize: too many groups for one launch";
+  kernel_for(a)<<<unsigned(blocks(a)), kThreads, 0, stream>>>(a);
+  return last_error();
+}
+
+// T is the runtime's bf16, fp16 or float type for a.dtype.
+template <typename T, class Stream, class LastError>
+Status launch_silu_mul(const SiluMulArgs& a, Stream stream, LastError last_error) {
+  if (a.M == 0 || a.K == 0) return kOk;
+  const int per_thread = silu_mul_per_thread(a, sizeof(T));
+  const int64_t count = ceil_div(a.M * a.K, int64_t(kThreads) * per_thread);
+  if (count > int64_t(0x7FFFFFFF)) return "silu_and_mul: too many elements for one launch";
+  const auto kernel = per_thread == 8 ? silu_mul_kernel<T, 8> : silu_mul_kernel<T, 1>;
+  kernel<<<unsigned(count), kThreads, 0, stream>>>(static_cast<const T*>(a.x), a.x_stride_m,
+                                                   static_cast<T*>(a.out), a.out_stride_m, a.M, a.K);
+  return last_error();
+}
+
 }  // namespace fp8gemm::quantize_gpu
