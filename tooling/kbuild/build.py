@@ -20,7 +20,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from kbuild import __version__, abi, backends, extension_name, gitrepo, locks, paths
+from kbuild import __version__, abi, backends, gitrepo, locks, paths
 from kbuild.compiling import run_ninja
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
@@ -155,10 +155,7 @@ def build_kernel(
             torch = find_torch()
             check_torch_bounds(manifest, torch, target)
             project = for_local_gpu(project, all_capabilities, log)
-            reason = extension_name.name_in_binding(manifest)
-            if reason:
-                log(f"kbuild: {reason}: the binding is compiled with the namespace and recompiles on every source edit")
-            write_project(project, torch)
+            write_project(project, torch, log)
             library = _compile(project, jobs=jobs, log=log)
         staged = stage(project, library)
     log(f"kbuild: staged {staged.relative_to(kernel_dir.parent)} in {time.monotonic() - started:.1f} s")

@@ -402,6 +402,11 @@ def built_variants(build_dir: Path) -> list[BuiltVariant]:
     return variants
 
 
+def published_plots(kernel_dir: Path) -> list[str]:
+    """The benchmark plots `kbuild publish` puts on the Hub repository's main branch, beside the card."""
+    return [benchmark.plot for benchmark in latest_benchmarks(kernel_dir) if benchmark.plot]
+
+
 def latest_benchmarks(kernel_dir: Path, link_base: Path | None = None) -> list[Benchmark]:
     """The newest result of each device and suite in `benchmarks/results/*.json` (by the date it
     records, then by file name), sorted by device and suite; files without `machine` and `rows`

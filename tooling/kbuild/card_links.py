@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 from markdown_it import MarkdownIt
 
 from kbuild import gitrepo
-from kbuild.card import latest_benchmarks, render_card
+from kbuild.card import published_plots, render_card
 from kbuild.errors import KbuildError
 from kbuild.findings import Finding
 from kbuild.manifest import load_manifest
@@ -26,7 +26,7 @@ from kbuild.matrix import ci_variants
 
 def published_on_main(kernel_dir: Path) -> set[str]:
     """The files `kbuild publish` puts on the Hub repository's main branch, beside the card."""
-    return {"README.md"} | {benchmark.plot for benchmark in latest_benchmarks(kernel_dir) if benchmark.plot}
+    return {"README.md", *published_plots(kernel_dir)}
 
 
 def check_card_links(kernel_dir: Path) -> list[Finding]:

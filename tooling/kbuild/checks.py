@@ -11,7 +11,7 @@ from kbuild.card_links import check_card_links
 from kbuild.errors import ManifestError
 from kbuild.findings import Finding
 from kbuild.hubid import branch_problem, repo_id_problem
-from kbuild.inputs import SOURCE_SUFFIXES, build_inputs
+from kbuild.inputs import EXTENSION_NAME, SOURCE_SUFFIXES, blank, build_inputs, code_of
 from kbuild.manifest import load_manifest
 
 REGISTERING_DECORATORS = {
@@ -26,14 +26,12 @@ REGISTERING_DECORATORS = {
 # no op name: they register for that op, already namespaced.
 OP_METHODS = {"register_fake", "register_kernel", "register_vmap", "register_torch_dispatch"}
 PREFIX_FUNCTION = "add_op_namespace_prefix"
-EXTENSION_NAME = "TORCH_EXTENSION_NAME"
 # TORCH_LIBRARY(ns, m), TORCH_LIBRARY_IMPL_EXPAND(ns, CPU, m), STABLE_TORCH_LIBRARY(ns, m), ...
 REGISTRATION_MACRO = re.compile(
     r"\b(?P<macro>(?P<stable>STABLE_)?TORCH_LIBRARY(?P<kind>_IMPL|_FRAGMENT)?(?P<expand>_EXPAND)?)"
     r"\s*\(\s*(?P<namespace>[^,()\s]*)"
 )
-# Comments, string and character literals (blanked before matching), and preprocessor definitions.
-NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+# Preprocessor definitions (blanked before matching, with comments and literals).
 DEFINE = re.compile(r"^[ \t]*#[ \t]*define\b.*?(?<!\\)$", re.MULTILINE | re.DOTALL)
 
 
@@ -179,15 +177,10 @@ def check_op_registration(path: Path) -> list[Finding]:
     return findings
 
 
-def _blank(match: re.Match[str]) -> str:
-    """The matched text with everything but its line breaks replaced by spaces."""
-    return re.sub(r"[^\n]", " ", match.group())
-
-
 def check_cpp_registration(path: Path) -> list[Finding]:
     """C++ ops must be registered in the build's namespace: `TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME,
     ...)` (and its IMPL and STABLE_ forms), never under a literal namespace."""
-    code = DEFINE.sub(_blank, NOT_CODE.sub(_blank, path.read_text(encoding="utf-8", errors="replace")))
+    code = DEFINE.sub(blank, code_of(path))
     findings = []
     for match in REGISTRATION_MACRO.finditer(code):
         macro, namespace = match["macro"], match["namespace"]

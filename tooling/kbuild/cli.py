@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import argcomplete
-
 from kbuild import __version__
 from kbuild.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, KbuildError, internal_error_line
 from kbuild.hubid import branch_problem
@@ -205,16 +203,16 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def _init_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
+    from kbuild.backends import SCAFFOLD_DEFAULT, SCAFFOLDED
     from kbuild.manifest import ALL_BACKENDS
-    from kbuild.scaffold import DEFAULT_BACKENDS, SCAFFOLDED_BACKENDS
 
-    others = [b for b in ALL_BACKENDS if b not in SCAFFOLDED_BACKENDS]
+    others = [b for b in ALL_BACKENDS if b not in SCAFFOLDED]
     parser.add_argument(
         "--backends",
         nargs="+",
-        default=list(DEFAULT_BACKENDS),
+        default=list(SCAFFOLD_DEFAULT),
         metavar="BACKEND",
-        help=f"backends to scaffold, of {' '.join(SCAFFOLDED_BACKENDS)} (default: {' '.join(DEFAULT_BACKENDS)}); "
+        help=f"backends to scaffold, of {' '.join(SCAFFOLDED)} (default: {' '.join(SCAFFOLD_DEFAULT)}); "
         f"build.toml also takes {', '.join(others)}: add their [kernel.*] tables by hand",
     )
     parser.add_argument("--license", default="Apache-2.0", help="SPDX license id (default: Apache-2.0)")
@@ -533,7 +531,6 @@ def _api_check_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_api_check(args: argparse.Namespace) -> int:
     from kbuild.apicheck import api_check
 
-    manifest_path(args.kernel)
     return api_check(Path(args.kernel), args.against, build=not args.no_build)
 
 
@@ -603,7 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    argcomplete.autocomplete(parser)  # answers a shell's completion request (see `kbuild completions`) and exits
+    if "_ARGCOMPLETE" in os.environ:  # a shell's completion request (see `kbuild completions`)
+        import argcomplete
+
+        argcomplete.autocomplete(parser)  # answers and exits
     argv = list(sys.argv[1:] if argv is None else argv)
     passthrough: list[str] = []
     if "--" in argv:

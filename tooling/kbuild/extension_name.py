@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kbuild.inputs import SOURCE_SUFFIXES, build_inputs
+from kbuild.inputs import EXTENSION_NAME as NAME
+from kbuild.inputs import SOURCE_SUFFIXES, build_inputs, code_of
 from kbuild.manifest import Manifest
 
-NAME = "TORCH_EXTENSION_NAME"
 # The first argument of the macros registration.h defines; the name as any other token is a use.
 _REGISTRATION_ARGUMENT = re.compile(
     rf"\b(?:(?:STABLE_)?TORCH_LIBRARY(?:_IMPL)?_EXPAND|REGISTER_EXTENSION)\s*\(\s*{NAME}\s*[,)]"
@@ -30,12 +30,6 @@ _OWN_MACROS = re.compile(
     r"^[ \t]*#[ \t]*define[ \t]+(?:(?:STABLE_)?TORCH_LIBRARY(?:_IMPL)?_EXPAND|REGISTER_EXTENSION)\b", re.MULTILINE
 )
 _NAME = re.compile(rf"\b{NAME}\b")
-# Comments and string literals, blanked before matching.
-_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
-
-
-def _blank(match: re.Match[str]) -> str:
-    return re.sub(r"[^\n]", " ", match.group())
 
 
 def _uses_in(code: str) -> list[int]:
@@ -51,7 +45,7 @@ def name_in_binding(manifest: Manifest) -> str | None:
         if rel.suffix not in SOURCE_SUFFIXES:
             continue
         path: Path = manifest.kernel_dir / rel
-        code = _NOT_CODE.sub(_blank, path.read_text(encoding="utf-8", errors="replace"))
+        code = code_of(path)
         own = _OWN_MACROS.search(code)
         if own:
             line = code.count("\n", 0, own.start()) + 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sysconfig
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,8 +144,9 @@ def cxx_standard(torch: TorchInstall) -> int:
     return 20 if Version(torch.major_minor) >= Version("2.14") else 17
 
 
-def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
-    """The generated files of a compiled variant: relative path -> content."""
+def render_project(project: Project, torch: TorchInstall, *, name_in_binding: bool | None = None) -> dict[str, str]:
+    """The generated files of a compiled variant: relative path -> content. name_in_binding:
+    extension_name.name_in_binding's answer when the caller has it (None: ask it)."""
     manifest, backend = project.manifest, project.backend
     if manifest.torch is None:
         raise KbuildError("only [torch] kernels are compiled", file=manifest.path)
@@ -154,7 +156,8 @@ def render_project(project: Project, torch: TorchInstall) -> dict[str, str]:
         paths.inside(kernel_dir, rel, file=manifest.path, what="[torch] src/include")
     binding_sources = [(kernel_dir / s).as_posix() for s in manifest.torch.src if Path(s).suffix in COMPILED_SUFFIXES]
     languages = ["CXX"] + ([backend.language] if backend.language != "CXX" else [])
-    name_in_binding = extension_name.name_in_binding(manifest) is not None
+    if name_in_binding is None:
+        name_in_binding = extension_name.name_in_binding(manifest) is not None
     target_version = torch_target_version(project.variant)
     cmake = CMAKE_TEMPLATES.get_template(backend.cmake_template).render(
         ops_name=project.ops_name,
@@ -204,13 +207,17 @@ def render_ops(ops_name: str, *, compiled: bool) -> str:
     return TEMPLATES.get_template("_ops.py.j2").render(ops_name=ops_name, compiled=compiled)
 
 
-def write_project(project: Project, torch: TorchInstall) -> list[Path]:
+def write_project(project: Project, torch: TorchInstall, log: Callable[[str], None] | None = None) -> list[Path]:
     """Write the generated files into the build tree (real folders only: a symlink on the
-    way is replaced, never followed); return those that changed."""
+    way is replaced, never followed); return those that changed. With `log`, say when the binding
+    has to be compiled with the namespace."""
     kernel_dir = project.manifest.kernel_dir
     build_dir = paths.real_dir(kernel_dir, project.build_dir.relative_to(kernel_dir))
     changed = []
-    for rel, content in render_project(project, torch).items():
+    reason = extension_name.name_in_binding(project.manifest)
+    if reason and log is not None:
+        log(f"kbuild: {reason}: the binding is compiled with the namespace and recompiles on every source edit")
+    for rel, content in render_project(project, torch, name_in_binding=reason is not None).items():
         if paths.write_file(build_dir, rel, content.encode()):
             changed.append(build_dir / rel)
     return changed

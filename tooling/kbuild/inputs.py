@@ -10,11 +10,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from kbuild import paths
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest
+
+EXTENSION_NAME = "TORCH_EXTENSION_NAME"
+# Comments, string and character literals of C, C++, CUDA and HIP source.
+_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+
+
+def blank(match: re.Match[str]) -> str:
+    """The matched text with everything but its line breaks replaced by spaces."""
+    return re.sub(r"[^\n]", " ", match.group())
+
+
+def code_of(path: Path) -> str:
+    """A C-family source with its comments and literals blanked (offsets and lines kept)."""
+    return _NOT_CODE.sub(blank, path.read_text(encoding="utf-8", errors="replace"))
+
 
 SOURCE_SUFFIXES = {
     ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx",

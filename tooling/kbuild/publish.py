@@ -26,20 +26,19 @@ from kbuild import gitrepo, locks, paths
 from kbuild.abi import check_abi
 from kbuild.apicheck import guard_release
 from kbuild.build import require_all_capabilities
-from kbuild.card import latest_benchmarks, render_card
+from kbuild.card import published_plots, render_card
 from kbuild.errors import KbuildError
 from kbuild.hubid import check_branch, check_repo_id
 from kbuild.inputs import input_digest, require_fresh
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.matrix import ci_variants
-from kbuild.published import GitRepository, HubRepository
+from kbuild.published import REPO_TYPE, GitRepository, HubRepository
 from kbuild.redact import say, scrub
 from kbuild.variants import BuiltVariant
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
-REPO_TYPE = "kernel"
 CONFLICT_STATUSES = (409, 412)
 COMMIT_ATTEMPTS = 6
 LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.png")
@@ -139,9 +138,8 @@ def prepare_release(
         ci = ci_variants(manifest)
         readme = render_card(manifest, ci_variants=ci, repo_id=repo_id, published=sorted(built)).encode()
         main: dict[str, Path | bytes] = {"README.md": readme}
-        for benchmark in latest_benchmarks(kernel_dir):
-            if benchmark.plot:
-                main[benchmark.plot] = kernel_dir / benchmark.plot
+        for plot in published_plots(kernel_dir):
+            main[plot] = kernel_dir / plot
         card = Card(manifest, ci, sorted(built), readme)
         return Release(repo_id, branch, units, [Unit("", main, "Update the kernel card")], findings, card)
     return Release(repo_id, branch, units, [], findings)

@@ -6,15 +6,11 @@ from pathlib import Path
 
 import jinja2
 
-from kbuild.backends import BY_NAME, SCAFFOLD_DEFAULT, SCAFFOLDED
+from kbuild.backends import BY_NAME, SCAFFOLDED
 from kbuild.errors import KbuildError
 from kbuild.hubid import check_repo_id
 from kbuild.manifest import ALL_BACKENDS, BACKEND_WORDS, NAME_PATTERN
 from kbuild.schema import one_of
-
-# The backends init writes example sources for; build.toml accepts every one of ALL_BACKENDS.
-SCAFFOLDED_BACKENDS = SCAFFOLDED
-DEFAULT_BACKENDS = SCAFFOLD_DEFAULT
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("kbuild", "templates"),
@@ -46,10 +42,10 @@ def _check_backends(backends: list[str]) -> None:
         problem = one_of(ALL_BACKENDS, "backend", meant=BACKEND_WORDS)(backend)
         if problem:
             raise KbuildError(f"--backends: {problem[0]}", fix=problem[1])
-        if backend not in SCAFFOLDED_BACKENDS:
+        if backend not in SCAFFOLDED:
             raise KbuildError(
-                f"--backends: kbuild init writes example sources for {', '.join(SCAFFOLDED_BACKENDS)}, not `{backend}`",
-                fix=f"run init with --backends among {', '.join(SCAFFOLDED_BACKENDS)}, then add `{backend}` to "
+                f"--backends: kbuild init writes example sources for {', '.join(SCAFFOLDED)}, not `{backend}`",
+                fix=f"run init with --backends among {', '.join(SCAFFOLDED)}, then add `{backend}` to "
                 f"[general] backends and a [kernel.<name>_{backend}] table with its sources "
                 "(docs/kernel-builder-compat.md lists the keys)",
             )
