@@ -77,6 +77,10 @@ def test_quantize_other_groups_keep_torch_path(kernel, device, rng):
     x = torch.randn(9, 100, generator=rng, device=device)
     q, scale = kernel.quantize_per_token_group(x, 32)
     assert q.shape == (9, 100) and scale.shape == (9, 4)
+    groups = torch.nn.functional.pad(x, (0, 28)).view(9, 4, 32)
+    torch.testing.assert_close(scale, groups.abs().amax(-1) / 448, rtol=2**-23, atol=0)
+    back = q.float() * scale.repeat_interleave(32, dim=1)[:, :100]
+    assert ((back - x).abs() <= 2**-4 * x.abs() + 2**-9 * scale.repeat_interleave(32, dim=1)[:, :100]).all()
 
 
 def test_quantize_bad_input(kernel, device):
@@ -126,7 +130,7 @@ def unfused_linear(kernel, x, weight, scale, bias):
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize(
     "shape", [((1,), 256, 384), ((3, 5), 300, 200), ((8,), 7168, 512), ((2, 3), 1000, 520), ((64,), 1024, 640)], ids=str
 )
