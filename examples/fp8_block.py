@@ -2,20 +2,24 @@
 kernel's `FP8Linear` and timed against the same block in bfloat16 `nn.Linear`.
 
 The block is DeepSeek-V3's routed-expert MLP: x (hidden 7168) -> gate and up projections
-(7168 -> 2 x 2048) -> SiLU(gate) * up -> down projection (2048 -> 7168). The FP8 block holds
-each weight as float8_e4m3fn with one float32 scale per 128x128 block (`weight_scale_inv`),
-the layout of FP8 checkpoints; `kernelize` swaps the kernel's `FP8Linear` forward into its linear
-layers. The bf16 block holds the same weights dequantized in `nn.Linear`. Both blocks' gated
-activation is a `SiluAndMul` layer kernelized with the same kernel's, so the two differ only in
-their linear layers.
+(7168 -> 2 x 2048) -> SiLU(gate) * up -> down projection (2048 -> 7168). Three blocks:
+- bf16: `nn.Linear` layers holding the FP8 weights dequantized; its `SiluAndMul` activation
+  layer is kernelized with the gemm kernel's, as the FP8 blocks' are.
+- fp8 (`fp8_kernelized_ms`): the block class is decorated as "FP8GatedMLP", so `kernelize`
+  swaps the kernel's `FP8GatedMLP` forward into the whole block: the gate and up projection,
+  then the down projection of silu(gate) * up quantized in one kernel (no bf16 intermediate).
+- fp8 layers (`fp8_layers_ms`): the same FP8 layers in an undecorated block, kernelized layer by
+  layer with `FP8Linear` and `SiluAndMul`, as any model whose MLP class has no kernel gets.
+The FP8 layers hold each weight as float8_e4m3fn with one float32 scale per 128x128 block
+(`weight_scale_inv`), the layout of FP8 checkpoints.
 
-Protocol: one process, identical weights and inputs, the two blocks timed interleaved call by call
-(their order alternating), median of --reps, for 1 to 8192 tokens, in three modes:
+Protocol: one process, identical weights and inputs, the three blocks timed interleaved call by
+call (their order rotating), median of --reps, for 1 to 8192 tokens, in three modes:
 - eager: each call timed with CUDA events and a synchronize after it (host time included);
 - graph: one forward captured in a CUDA graph, its replays timed;
 - compiled: torch.compile(fullgraph=True), each block and token count with its own code object.
 Host time per layer: microseconds of Python and C++ per `FP8Linear` / `nn.Linear` call (the
-gate_up layer at 1 token) while the GPU is kept busy, so no call waits for it.
+gate and up layer, at 1 and at 128 tokens) while the GPU is kept busy, so no call waits for it.
 
     python examples/fp8_block.py --out results.json              # CUDA, DeepSeek sizes
     python examples/fp8_block.py --device cpu --tiny --no-compile --out smoke.json
@@ -34,6 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 import kernels
 import torch
@@ -82,28 +87,40 @@ class SiluAndMul(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, gate_up: nn.Module, down: nn.Module) -> None:
+    def __init__(self, gate_up_proj: nn.Module, down_proj: nn.Module) -> None:
         super().__init__()
-        self.gate_up = gate_up
-        self.act = SiluAndMul()
-        self.down = down
+        self.gate_up_proj = gate_up_proj
+        self.act_fn = SiluAndMul()
+        self.down_proj = down_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.act(self.gate_up(x)))
+        return self.down_proj(self.act_fn(self.gate_up_proj(x)))
 
 
-def build_blocks(hidden: int, inner: int, device: torch.device, gemm: ModuleType) -> tuple[MLP, MLP]:
-    """(FP8 block, bf16 block with the FP8 block's weights dequantized)."""
+@use_kernel_forward_from_hub("FP8GatedMLP")
+class FP8GatedMLP(MLP):
+    """The same block, open to a kernel for the whole block."""
+
+
+class Blocks(NamedTuple):
+    bf16: MLP
+    fp8: FP8GatedMLP
+    fp8_layers: MLP
+
+
+def build_blocks(hidden: int, inner: int, device: torch.device, gemm: ModuleType) -> Blocks:
+    """The three blocks; bf16's weights are the FP8 blocks' dequantized, and both FP8 blocks hold
+    the same FP8 layers."""
     torch.manual_seed(0)
     gate_up = nn.Linear(hidden, 2 * inner, bias=False, device=device, dtype=torch.bfloat16)
     down = nn.Linear(inner, hidden, bias=False, device=device, dtype=torch.bfloat16)
     nn.init.normal_(gate_up.weight, std=hidden**-0.5)
     nn.init.normal_(down.weight, std=inner**-0.5)
-    fp8 = MLP(FineGrainedFP8Linear(gate_up, gemm), FineGrainedFP8Linear(down, gemm))
+    fp8_gate_up, fp8_down = FineGrainedFP8Linear(gate_up, gemm), FineGrainedFP8Linear(down, gemm)
     with torch.no_grad():
-        for linear, quantized in ((gate_up, fp8.gate_up), (down, fp8.down)):
+        for linear, quantized in ((gate_up, fp8_gate_up), (down, fp8_down)):
             linear.weight.copy_(quantized.dequantized_weight())
-    return fp8, MLP(gate_up, down)
+    return Blocks(MLP(gate_up, down), FP8GatedMLP(fp8_gate_up, fp8_down), MLP(fp8_gate_up, fp8_down))
 
 
 Forward = Callable[[], torch.Tensor]
@@ -122,18 +139,21 @@ def time_once_ms(fn: Forward, device: torch.device) -> float:
     return start.elapsed_time(end)
 
 
-def time_pair_ms(first: Forward, second: Forward, device: torch.device, reps: int) -> tuple[float, float]:
+def time_interleaved_ms(fns: list[Forward], device: torch.device, reps: int) -> list[float]:
     """Median milliseconds of each over reps calls, interleaved call by call with the order
-    alternating (a call timed right after another reads slightly slower), after warm-up."""
+    rotating and reversing (a call timed right after another reads slightly slower), after
+    warm-up."""
     for _ in range(3):
-        first()
-        second()
-    times: tuple[list[float], list[float]] = ([], [])
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for rep in range(reps):
-        order = (0, 1) if rep % 2 == 0 else (1, 0)
+        order = [(rep + i) % len(fns) for i in range(len(fns))]
+        if (rep // len(fns)) % 2:
+            order.reverse()
         for which in order:
-            times[which].append(time_once_ms((first, second)[which], device))
-    return statistics.median(times[0]), statistics.median(times[1])
+            times[which].append(time_once_ms(fns[which], device))
+    return [statistics.median(t) for t in times]
 
 
 def own_code(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -183,64 +203,89 @@ def host_us(first: Forward, second: Forward, rounds: int = 21, calls: int = 100)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-def kernelized_blocks(args: argparse.Namespace, device: torch.device, gemm: ModuleType) -> tuple[MLP, MLP]:
+def kernelized_blocks(args: argparse.Namespace, device: torch.device, gemm: ModuleType) -> Blocks:
     sizes = TINY if args.tiny else FULL
-    fp8_block, bf16_block = build_blocks(sizes["hidden"], sizes["inner"], device, gemm)
+    blocks = build_blocks(sizes["hidden"], sizes["inner"], device, gemm)
     mode = Mode.INFERENCE | Mode.TORCH_COMPILE if args.compile else Mode.INFERENCE
     mapping = {
         name: {device.type: LocalLayerRepository(repo_path=args.kernel_dir, layer_name=name)}
-        for name in ("FP8Linear", "SiluAndMul")
+        for name in ("FP8Linear", "SiluAndMul", "FP8GatedMLP")
     }
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        for block in (fp8_block, bf16_block):
+        for block in blocks:
             kernelize(block, mode=mode, device=device.type, use_fallback=False)
-    if fp8_block.down.forward.__func__ is not gemm.layers.FP8Linear.forward:
-        raise RuntimeError(f"kernelize kept the original forward of the FP8 layers ({args.kernel_dir})")
-    return fp8_block, bf16_block
+    swapped = (
+        (blocks.fp8_layers.down_proj, gemm.layers.FP8Linear),
+        (blocks.fp8, gemm.layers.FP8GatedMLP),
+        (blocks.bf16.act_fn, gemm.layers.SiluAndMul),
+    )
+    for module, layer in swapped:
+        if module.forward.__func__ is not layer.forward:
+            raise RuntimeError(f"kernelize kept the original forward of {type(module).__name__} ({args.kernel_dir})")
+    return blocks
+
+
+def relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
+    return ((out.float() - reference.float()).norm() / reference.float().norm()).item()
+
+
+def timed_modes(blocks: Blocks, x: torch.Tensor, compile_blocks: bool) -> dict[str, list[Forward]]:
+    """Per mode, one forward of each block (bf16, fp8, fp8 layers) on x."""
+    modes: dict[str, list[Forward]] = {"eager": [lambda b=b: b(x) for b in blocks]}
+    if x.device.type == "cuda":
+        modes["graph"] = [graph_replay(b, x) for b in blocks]
+    if compile_blocks:
+        compiled = [own_code(b) for b in blocks]
+        modes["compiled"] = [lambda f=f: f(x) for f in compiled]
+    return modes
 
 
 def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
     sizes = TINY if args.tiny else FULL
     gemm = get_local_kernel(args.kernel_dir)
-    fp8_block, bf16_block = kernelized_blocks(args, device, gemm)
+    blocks = kernelized_blocks(args, device, gemm)
 
     rows = []
+    host: dict[int, dict[str, float]] = {}
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
-        host = None
         if device.type == "cuda":
-            x1 = torch.randn(1, sizes["hidden"], generator=generator).to(device, torch.bfloat16)
-            fp8_host, bf16_host = host_us(lambda: fp8_block.gate_up(x1), lambda: bf16_block.gate_up(x1))
-            host = {"fp8_linear": round(fp8_host, 2), "nn_linear": round(bf16_host, 2)}
-            print(f"host time per gate_up layer call: FP8Linear {fp8_host:.1f} us, nn.Linear {bf16_host:.1f} us")
+            for tokens in (1, 128):
+                xh = torch.randn(tokens, sizes["hidden"], generator=generator).to(device, torch.bfloat16)
+                fp8_host, bf16_host = host_us(
+                    lambda xh=xh: blocks.fp8.gate_up_proj(xh), lambda xh=xh: blocks.bf16.gate_up_proj(xh)
+                )
+                host[tokens] = {"fp8_linear": round(fp8_host, 2), "nn_linear": round(bf16_host, 2)}
+                print(
+                    f"host time per gate_up layer call, {tokens} tokens: FP8Linear {fp8_host:.1f} us, "
+                    f"nn.Linear {bf16_host:.1f} us"
+                )
         for tokens in sizes["tokens"]:
             x = torch.randn(tokens, sizes["hidden"], generator=generator).to(device, torch.bfloat16)
             row: dict = {"tokens": tokens}
-            modes: dict[str, tuple[Forward, Forward]] = {"eager": (lambda x=x: bf16_block(x), lambda x=x: fp8_block(x))}
-            if device.type == "cuda":
-                modes["graph"] = (graph_replay(bf16_block, x), graph_replay(fp8_block, x))
-            if args.compile:
-                bf16_compiled, fp8_compiled = own_code(bf16_block), own_code(fp8_block)
-                modes["compiled"] = (lambda f=bf16_compiled, x=x: f(x), lambda f=fp8_compiled, x=x: f(x))
-            for name, (bf16, fp8) in modes.items():
-                bf16_out, fp8_out = bf16(), fp8()
-                relative_error = ((fp8_out.float() - bf16_out.float()).norm() / bf16_out.float().norm()).item()
-                bf16_ms, fp8_ms = time_pair_ms(bf16, fp8, device, args.reps)
+            for name, forwards in timed_modes(blocks, x, args.compile).items():
+                bf16_out, fp8_out, layers_out = (forward() for forward in forwards)
+                bf16_ms, fp8_ms, layers_ms = time_interleaved_ms(forwards, device, args.reps)
+                error = relative_error(fp8_out, bf16_out)
                 row[name] = {
                     "bf16_linear_ms": round(bf16_ms, 4),
                     "fp8_kernelized_ms": round(fp8_ms, 4),
                     "speedup": round(bf16_ms / fp8_ms, 3),
-                    "relative_error": round(relative_error, 5),
+                    "relative_error": round(error, 5),
+                    "fp8_layers_ms": round(layers_ms, 4),
+                    "speedup_layers": round(bf16_ms / layers_ms, 3),
+                    "relative_error_layers": round(relative_error(layers_out, bf16_out), 5),
                 }
                 print(
-                    f"tokens {tokens:5d} {name:8s}: bf16 {bf16_ms:9.4f} ms  fp8 {fp8_ms:9.4f} ms  "
-                    f"speed-up {bf16_ms / fp8_ms:5.2f}x  rel. error {relative_error:.4f}"
+                    f"tokens {tokens:5d} {name:8s}: bf16 {bf16_ms:9.4f} ms  fp8 {fp8_ms:9.4f} ms "
+                    f"({bf16_ms / fp8_ms:5.2f}x)  fp8 layers {layers_ms:9.4f} ms ({bf16_ms / layers_ms:5.2f}x)  "
+                    f"rel. error {error:.4f}"
                 )
             rows.append(row)
     return {
         "example": "examples/fp8_block.py",
-        "block": "x -> gate_up (hidden -> 2 inner) -> silu(gate) * up -> down (inner -> hidden), no bias",
+        "block": "x -> gate_up_proj (hidden -> 2 inner) -> silu(gate) * up -> down_proj (inner -> hidden), no bias",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__,
@@ -250,7 +295,8 @@ def run(args: argparse.Namespace) -> dict:
         "hidden": sizes["hidden"],
         "inner": sizes["inner"],
         "reps": args.reps,
-        "host_us": host,
+        "host_us": host.get(1),
+        "host_us_128_tokens": host.get(128),
         "results": rows,
     }
 

@@ -33,7 +33,7 @@ step kernelize-relu kbuild test kernels/relu --no-build -- -q -rfEs -k kernelize
 LOCAL_KERNELS=kernels-community/gemm=$PWD/kernels/gemm \
   step quantize python3 kernels/gemm/benchmarks/quantize_bandwidth.py --out "$OUT/results/quantize-h100.json"
 LOCAL_KERNELS=kernels-community/gemm=$PWD/kernels/gemm \
-  step breakdown python3 kernels/gemm/benchmarks/layer_breakdown.py --out "$OUT/results/breakdown-h100.json"
+  step timeline python3 kernels/gemm/benchmarks/block_timeline.py --out "$OUT/results/timeline-h100.json"
 LOCAL_KERNELS=kernels-community/gemm=$PWD/kernels/gemm \
   step compare python3 kernels/gemm/benchmarks/compare.py --suite all --out "$OUT/results"
 step example python3 examples/fp8_block.py --out "$OUT/results/fp8_block-h100.json"

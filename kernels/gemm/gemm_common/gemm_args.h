@@ -31,6 +31,10 @@ struct GemmArgs {
   // Optional bias, bf16 bits bias[n * bias_stride], added to the fp32 result before rounding.
   const uint16_t* bias = nullptr;
   int64_t bias_stride = 0;
+  // A was written by the quantization kernel queued just before on the same stream
+  // (quantize_cuda), which waits for everything queued before it and then lets the next kernel
+  // launch: the Hopper kernels may then launch programmatically and read B before A is ready.
+  bool after_quantize = false;
 
   int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
   int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }

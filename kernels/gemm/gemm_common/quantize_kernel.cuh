@@ -4,6 +4,10 @@
 // Each thread reads its values once (two 16-byte loads for bf16/fp16 rows that allow it), keeps
 // them in registers and writes its 16 codes as one 16-byte store; lane 0 writes the scale.
 // Groups are numbered row by row (group = m * ceil(K/128) + kb): a warp reads 1 KB of one row.
+//
+// On sm_90+ both kernels here are launched programmatically (programmatic dependent launch):
+// each waits for the kernels queued before it, then lets the next kernel launch at once, so the
+// GEMM behind a quantization starts (and streams its weights) while the quantization runs.
 #include <cstdint>
 
 #include "gemm_common/fp8_quantize.h"
@@ -47,6 +51,16 @@ __device__ __forceinline__ void load8(const void* base, int64_t at, float* v) {
   }
 }
 
+// Waits until the kernels queued before have finished and their writes are visible, then lets
+// the next kernel launch. Nothing before it may touch global memory. A no-op below sm_90, on
+// HIP, and when the kernel was launched plainly.
+__device__ __forceinline__ void wait_previous_release_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Four codes packed little-endian. e4m3fn on sm_89+ uses the hardware's conversion (round to
 // nearest even, saturating; the values are already clamped, so it equals encode_fp8 but for the
 // sign of NaN, which it drops); e4m3fnuz and older GPUs the bit arithmetic of fp8_quantize.h.
@@ -67,11 +81,20 @@ __device__ __forceinline__ uint32_t encode4(const float* v, Fp8Format format) {
 // checks); otherwise element by element through the strides.
 template <InputType kIn, bool kSiluMul, bool kVector>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a) {
+  wait_previous_release_next();
   const int64_t group = int64_t(blockIdx.x) * kGroupsPerBlock + threadIdx.x / kLanesPerGroup;
   const int lane = threadIdx.x % kLanesPerGroup;
   // Lanes past the last group still take part in the shuffles (with zeros), then store nothing.
-  const bool active = group < a.M * a.k_blocks();
-  const int64_t kb = active ? group % a.k_blocks() : 0, m = active ? group / a.k_blocks() : 0;
+  const int64_t k_blocks = a.k_blocks(), groups = a.M * k_blocks;
+  const bool active = group < groups;
+  int64_t kb = 0, m = 0;
+  if (active && groups <= int64_t(UINT32_MAX)) {  // 32-bit division: a 64-bit one costs as much as the rest
+    kb = uint32_t(group) % uint32_t(k_blocks);
+    m = uint32_t(group) / uint32_t(k_blocks);
+  } else if (active) {
+    kb = group % k_blocks;
+    m = group / k_blocks;
+  }
   const int64_t k0 = kb * kScaleBlock + lane * kValuesPerLane;
   float v[kValuesPerLane] = {};
   if (active && kVector) {
@@ -151,6 +174,7 @@ inline int64_t blocks(const QuantizeArgs& a) { return ceil_div(a.M * a.k_blocks(
 template <typename T, int kPerThread>
 __global__ void __launch_bounds__(kThreads)
     silu_mul_kernel(const T* x, int64_t x_stride_m, T* out, int64_t out_stride_m, int64_t M, int64_t K) {
+  wait_previous_release_next();
   const int64_t i = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * kPerThread;
   if (i >= M * K) return;
   const int64_t m = i / K, k = i % K;
@@ -183,27 +207,26 @@ inline int silu_mul_per_thread(const SiluMulArgs& a, int64_t element_bytes) {
   return a.K % 8 == 0 && aligned(a.x) && aligned(a.out) && rows ? 8 : 1;
 }
 
-// The launches, for either runtime: `last_error()` is kOk or the text of the launch's error.
-template <class Stream, class LastError>
-Status launch_quantize(const QuantizeArgs& a, Stream stream, LastError last_error) {
+// The launches, for either runtime: `launch(kernel, blocks, args...)` queues kernel on blocks x
+// kThreads threads and returns kOk or the text of the launch's error.
+template <class Launch>
+Status launch_quantize(const QuantizeArgs& a, Launch launch) {
   if (a.M < 0 || a.K < 0) return "quantize: negative size";
   if (a.M == 0 || a.K == 0) return kOk;
   if (blocks(a) > int64_t(0x7FFFFFFF)) return "quantize: too many groups for one launch";
-  kernel_for(a)<<<unsigned(blocks(a)), kThreads, 0, stream>>>(a);
-  return last_error();
+  return launch(kernel_for(a), unsigned(blocks(a)), a);
 }
 
 // T is the runtime's bf16, fp16 or float type for a.dtype.
-template <typename T, class Stream, class LastError>
-Status launch_silu_mul(const SiluMulArgs& a, Stream stream, LastError last_error) {
+template <typename T, class Launch>
+Status launch_silu_mul(const SiluMulArgs& a, Launch launch) {
   if (a.M == 0 || a.K == 0) return kOk;
   const int per_thread = silu_mul_per_thread(a, sizeof(T));
   const int64_t count = ceil_div(a.M * a.K, int64_t(kThreads) * per_thread);
   if (count > int64_t(0x7FFFFFFF)) return "silu_and_mul: too many elements for one launch";
   const auto kernel = per_thread == 8 ? silu_mul_kernel<T, 8> : silu_mul_kernel<T, 1>;
-  kernel<<<unsigned(count), kThreads, 0, stream>>>(static_cast<const T*>(a.x), a.x_stride_m,
-                                                   static_cast<T*>(a.out), a.out_stride_m, a.M, a.K);
-  return last_error();
+  return launch(kernel, unsigned(count), static_cast<const T*>(a.x), a.x_stride_m, static_cast<T*>(a.out),
+                a.out_stride_m, a.M, a.K);
 }
 
 }  // namespace fp8gemm::quantize_gpu

@@ -10,25 +10,32 @@
 namespace fp8gemm {
 namespace {
 
-Status last_error() {
-  const hipError_t err = hipGetLastError();
-  return err == hipSuccess ? kOk : hipGetErrorString(err);
-}
+// Queues kernel on `blocks` x kThreads threads of `stream`.
+struct Launcher {
+  hipStream_t stream;
+
+  template <typename... Params, typename... Args>
+  Status operator()(void (*kernel)(Params...), unsigned blocks, const Args&... args) const {
+    kernel<<<blocks, quantize_gpu::kThreads, 0, stream>>>(Params(args)...);
+    const hipError_t err = hipGetLastError();
+    return err == hipSuccess ? kOk : hipGetErrorString(err);
+  }
+};
 
 }  // namespace
 
 Status quantize_rocm(const QuantizeArgs& args, hipStream_t stream) {
-  return quantize_gpu::launch_quantize(args, stream, last_error);
+  return quantize_gpu::launch_quantize(args, Launcher{stream});
 }
 
 Status silu_mul_rocm(const SiluMulArgs& args, hipStream_t stream) {
   switch (args.dtype) {
     case InputType::BF16:
-      return quantize_gpu::launch_silu_mul<__hip_bfloat16>(args, stream, last_error);
+      return quantize_gpu::launch_silu_mul<__hip_bfloat16>(args, Launcher{stream});
     case InputType::F16:
-      return quantize_gpu::launch_silu_mul<__half>(args, stream, last_error);
+      return quantize_gpu::launch_silu_mul<__half>(args, Launcher{stream});
     default:
-      return quantize_gpu::launch_silu_mul<float>(args, stream, last_error);
+      return quantize_gpu::launch_silu_mul<float>(args, Launcher{stream});
   }
 }
 

@@ -55,6 +55,9 @@ struct TunedSmallM {
 constexpr TunedSmallM kTunedSmallM[] = {
     {4608, 7168, 65, 128, {128, 72, 2}}, {1536, 7168, 9, 128, {64, 64, 2}}, {576, 7168, 9, 64, {64, 32, 4}},
     {576, 7168, 65, 128, {64, 32, 2}},   {3072, 1536, 9, 128, {64, 64, 1}}, {4096, 512, 9, 128, {64, 64, 1}},
+    // the expert MLP's gate and up projection (2 x 2048) and its down projection (DESIGN.md, "The FP8
+    // linear layer")
+    {4096, 7168, 9, 64, {64, 64, 2}},    {7168, 2048, 9, 16, {64, 128, 2}}, {7168, 2048, 33, 64, {64, 64, 1}},
 };
 // clang-format on
 

@@ -18,7 +18,9 @@ constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 
 // Where the decode kernel beats the wgmma tiles, and its best configuration, measured for the
 // DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DECODE.md): up to max_m tokens. Above 8 the
-// wgmma tiles win on every one of them (DECODE.md round 4).
+// wgmma tiles win on every one of them (DECODE.md round 4). (4096, 7168), the expert MLP's gate
+// and up projection, in one-CTA clusters: the rule's two-CTA clusters took 1.3 waves (DESIGN.md,
+// "The FP8 linear layer").
 struct DecodeTuned {
   int64_t N, K, max_m;
   DecodeConfig config;
@@ -27,7 +29,7 @@ constexpr int kTunedSms = 132;
 constexpr DecodeTuned kDecodeTuned[] = {
     {7168, 2048, 8, {1, 1, 4, 1}}, {4608, 7168, 8, {1, 1, 8, 1}}, {1536, 7168, 8, {2, 1, 8, 4}},
     {576, 7168, 8, {1, 1, 8, 8}},  {3072, 1536, 8, {1, 1, 8, 1}}, {4096, 512, 8, {1, 1, 4, 1}},
-    {7168, 2304, 8, {1, 1, 4, 1}}, {7168, 256, 8, {1, 1, 2, 1}},
+    {7168, 2304, 8, {1, 1, 4, 1}}, {7168, 256, 8, {1, 1, 2, 1}},  {4096, 7168, 8, {1, 1, 8, 1}},
 };
 
 const DecodeTuned* tuned(int64_t N, int64_t K) {
@@ -63,18 +65,27 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
   const int tiles_per_cta = decode::kWarps / p.k_warps;
   // A cluster launch costs 0.7 µs or more than a plain one on the H100 (DECODE.md, round 3),
   // so one-CTA "clusters" are launched plainly; the kernel then skips its cluster steps.
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 1;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = unsigned(c.cluster);
+  cudaLaunchAttribute attrs[2];
+  unsigned num_attrs = 0;
+  if (c.cluster > 1) {
+    attrs[num_attrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[num_attrs].val.clusterDim.x = 1;
+    attrs[num_attrs].val.clusterDim.y = 1;
+    attrs[num_attrs].val.clusterDim.z = unsigned(c.cluster);
+    ++num_attrs;
+  }
+  if (p.b_before_wait) {  // behind the quantization of A: start while it runs (the kernel waits for it)
+    attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[num_attrs].val.programmaticStreamSerializationAllowed = 1;
+    ++num_attrs;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(ceil_div(p.M, 8 * TN)), unsigned(ceil_div(p.N, 16 * WR * tiles_per_cta)),
                      unsigned(c.cluster));
   cfg.blockDim = dim3(decode::kThreads);
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = c.cluster > 1 ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = num_attrs;
   if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p) != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: decode kernel launch failed";
@@ -131,6 +142,7 @@ Status run_decode(const GemmArgs& g, const DecodeConfig& c, cudaStream_t stream)
   p.K = int(g.K);
   p.num_kb = int(g.k_blocks());
   p.k_warps = c.k_warps;
+  p.b_before_wait = g.after_quantize;
   const int key = c.wr * 10 + c.tn;
   switch (key) {
     case 11:

@@ -44,8 +44,9 @@ struct DecodeParams {
   const uint16_t* bias;  // optional bf16 bias[n * bias_stride], added before rounding
   int64_t bias_stride;
   int M, N, K, num_kb;
-  int k_warps;  // warps of a CTA that split one weight tile's K (1, 2, 4 or 8); the CTA's
-                // kWarps / k_warps groups of them take consecutive weight tiles
+  int b_before_wait;  // launched programmatically behind the quantization of A: B may be read first
+  int k_warps;        // warps of a CTA that split one weight tile's K (1, 2, 4 or 8); the CTA's
+                      // kWarps / k_warps groups of them take consecutive weight tiles
 };
 
 namespace detail {
@@ -125,9 +126,10 @@ struct Block {
   float sa[TN][2];
 };
 
+// The weights' half of load_block.
 template <bool kTail, int WR, int TN>
-__device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
-                                           Block<WR, TN>& blk) {
+__device__ __forceinline__ void load_weights(const DecodeParams& p, int kb, int n0, int lane,
+                                             Block<WR, TN>& blk) {
   const int g = lane >> 2, t = lane & 3;
   const int k = kb * kBlockK + 16 * t;
 #pragma unroll
@@ -144,6 +146,14 @@ __device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0
     const int nb = min(n0 + 16 * i, p.N - 1) / kBlockK;
     blk.sb[i] = p.b_scale[kb * p.sb_kb + nb * p.sb_nb];
   }
+}
+
+// The tokens' half of load_block.
+template <bool kTail, int WR, int TN>
+__device__ __forceinline__ void load_tokens(const DecodeParams& p, int kb, int m0, int lane,
+                                            Block<WR, TN>& blk) {
+  const int g = lane >> 2, t = lane & 3;
+  const int k = kb * kBlockK + 16 * t;
 #pragma unroll
   for (int j = 0; j < TN; ++j) {
     const int m = m0 + 8 * j + g;
@@ -158,6 +168,13 @@ __device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0
       blk.sa[j][c] = mc < p.M ? p.a_scale[kb * p.sa_kb + mc * p.sa_m] : 0.f;
     }
   }
+}
+
+template <bool kTail, int WR, int TN>
+__device__ __forceinline__ void load_block(const DecodeParams& p, int kb, int n0, int m0, int lane,
+                                           Block<WR, TN>& blk) {
+  load_weights<kTail>(p, kb, n0, lane, blk);
+  load_tokens<kTail>(p, kb, m0, lane, blk);
 }
 
 // acc += (this block's products) * a_scale * b_scale, per 16 x 8 tile.
@@ -200,7 +217,16 @@ __global__ void __launch_bounds__(kThreads) fp8_decode_kernel(const DecodeParams
   const int full_kb = p.K / kBlockK;  // k-blocks with all 128 bytes inside K
   int kb = rank * k_warps + warp % k_warps;
   detail::Block<WR, TN> cur, next;
-  if (kb < full_kb) detail::load_block<false>(p, kb, n0, m0, lane, cur);
+  // Launched programmatically behind the quantization of A (run_decode): the first k-block's
+  // weights are loaded before that kernel is done, the tokens after it. The next kernel may
+  // launch at once: it waits for this one.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (p.b_before_wait && kb < full_kb) detail::load_weights<false>(p, kb, n0, lane, cur);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (kb < full_kb) {
+    if (!p.b_before_wait) detail::load_weights<false>(p, kb, n0, lane, cur);
+    detail::load_tokens<false>(p, kb, m0, lane, cur);
+  }
   for (; kb < full_kb; kb += stride) {
     if (kb + stride < full_kb) detail::load_block<false>(p, kb + stride, n0, m0, lane, next);
     detail::mma_block(cur, acc);

@@ -3,6 +3,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <utility>
@@ -46,6 +47,34 @@ const DeviceInfo* device_info(int device) {
   return &infos[device];
 }
 
+// Results of a pure function of up to a few 64-bit values, remembered per host thread in a
+// direct-mapped table: a layer called again with the same shapes and buffers (as a model's
+// layers are, call after call) skips the work. Only a cost: a miss recomputes.
+template <size_t kWords, class Value, size_t kSlots>
+class Remembered {
+ public:
+  using Key = std::array<uint64_t, kWords>;
+
+  const Value* find(const Key& key) const {
+    const Slot& slot = slots_[index(key)];
+    return slot.used && slot.key == key ? &slot.value : nullptr;
+  }
+  void keep(const Key& key, const Value& value) { slots_[index(key)] = {true, key, value}; }
+
+ private:
+  struct Slot {
+    bool used = false;
+    Key key{};
+    Value value{};
+  };
+  static size_t index(const Key& key) {
+    uint64_t h = 0;
+    for (uint64_t word : key) h = (h ^ word) * 0x100000001B3ull;  // FNV-1a over words
+    return size_t(h >> 32) % kSlots;
+  }
+  std::array<Slot, kSlots> slots_{};
+};
+
 // ---- TMA descriptors ------------------------------------------------------------------
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
@@ -67,19 +96,34 @@ EncodeTiledFn encode_fn() {
   return fn;
 }
 
-// A 2D row-major view: `cols` contiguous elements per row, rows `row_bytes` apart.
+// A 2D row-major view: `cols` contiguous elements per row, rows `row_bytes` apart. Encoding
+// one costs about as much host time as the launch; the last ones are remembered.
 bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64_t cols, int64_t rows,
               int64_t row_bytes, uint32_t box_cols, uint32_t box_rows,
               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
+  thread_local Remembered<6, CUtensorMap, 64> encoded;
+  const decltype(encoded)::Key key = {uint64_t(type) << 32 | uint64_t(swizzle),
+                                      uint64_t(reinterpret_cast<uintptr_t>(ptr)),
+                                      uint64_t(cols),
+                                      uint64_t(rows),
+                                      uint64_t(row_bytes),
+                                      uint64_t(box_cols) << 32 | box_rows};
+  if (const CUtensorMap* known = encoded.find(key)) {
+    *map = *known;
+    return true;
+  }
   EncodeTiledFn fn = encode_fn();
   if (fn == nullptr) return false;
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
   const cuuint32_t box[2] = {box_cols, box_rows};
   const cuuint32_t elem_strides[2] = {1, 1};
-  return fn(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (fn(map, type, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  encoded.keep(key, *map);
+  return true;
 }
 
 // ---- operands -------------------------------------------------------------------------
@@ -227,7 +271,12 @@ TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || info->num_sms == 0) return kCandidates[0];
-  return pick_config(M, N, K, cluster_counts(device, info->num_sms));
+  thread_local Remembered<4, TileConfig, 64> picked;
+  const decltype(picked)::Key key = {uint64_t(M), uint64_t(N), uint64_t(K), uint64_t(device)};
+  if (const TileConfig* known = picked.find(key)) return *known;
+  const TileConfig config = pick_config(M, N, K, cluster_counts(device, info->num_sms));
+  picked.keep(key, config);
+  return config;
 }
 
 Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t workspace_size,
@@ -263,7 +312,7 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   l.device = device;
   l.num_sms = info->num_sms;
   l.stream = stream;
-  l.after_copy = after_copy;
+  l.programmatic = after_copy || g.after_quantize;
   l.a_mn = plan.a_mn;
   KernelParams& p = l.params;
   p.M = int(g.M);
@@ -274,6 +323,9 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.tiles_n = int((g.N + BN - 1) / BN);
   p.num_tiles = p.tiles_m * p.tiles_n;
   p.split = config.split;
+  // B is written by no kernel still running: neither copied here nor (with a programmatic
+  // launch behind the quantization, which waited for everything before it) by anything queued.
+  p.b_before_wait = copy_b.tiles == 0;
   // Raster: the CTAs running at once share A tiles across N and B tiles across M. 192-row
   // tiles with K loops of 8 blocks or more run faster when 1536 columns of N tiles (12 of 128,
   // 10 of 144) walk M together, so that their larger A tiles are shared by fewer CTAs

@@ -69,7 +69,7 @@ Status launch_kernel(const KernelLaunch& l) {
     attrs[num_attrs].val.clusterDim.z = 1;
     ++num_attrs;
   }
-  if (l.after_copy) {  // start while the operand copy drains; the kernel waits for it (griddepcontrol.wait)
+  if (l.programmatic) {  // start while the kernel before drains; this one waits for it (griddepcontrol.wait)
     attrs[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[num_attrs].val.programmaticStreamSerializationAllowed = 1;
     ++num_attrs;
@@ -83,7 +83,7 @@ Status launch_kernel(const KernelLaunch& l) {
   auto kernel = fp8_gemm_sm90_kernel<BM, BN, kSaSmem, kAMn, kSplit>;
   cudaError_t err =
       cudaLaunchKernelEx(&cfg, kernel, l.map_a, l.map_a_tail, l.map_b, l.map_c, l.map_sa, l.params);
-  if (err != cudaSuccess && l.after_copy) {  // no programmatic launch here: plain stream order
+  if (err != cudaSuccess && l.programmatic) {  // no programmatic launch here: plain stream order
     cudaGetLastError();
     cfg.numAttrs = num_attrs - 1;
     err = cudaLaunchKernelEx(&cfg, kernel, l.map_a, l.map_a_tail, l.map_b, l.map_c, l.map_sa, l.params);

@@ -22,9 +22,11 @@ struct KernelLaunch {
   KernelParams params;
   int device, num_sms;
   cudaStream_t stream;
-  bool after_copy;  // launched right behind the operand copy, which it waits for
-  bool sa_smem;     // the A scales come with each stage by TMA
-  bool a_mn;        // A is M-contiguous, transposed by the consumers
+  // Launched programmatically, right behind the operand copy or the quantization of A (the
+  // kernel waits for it with griddepcontrol.wait).
+  bool programmatic;
+  bool sa_smem;  // the A scales come with each stage by TMA
+  bool a_mn;     // A is M-contiguous, transposed by the consumers
 };
 
 // Launches the kernel for l.config, from the half compiled for split tiles (kSplit, split > 1)

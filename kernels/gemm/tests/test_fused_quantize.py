@@ -148,6 +148,38 @@ def test_fp8_linear_matches_quantize_gemm_bias(kernel, device, rng, fp8_dtype, b
     assert ((got.float() - expected).abs() <= tolerance).all()
 
 
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize(
+    "shape", [((1,), 256, 384), ((3, 5), 300, 200), ((8,), 2048, 7168), ((64,), 1000, 640)], ids=str
+)
+def test_silu_and_mul_fp8_linear_matches_fused_quantize_gemm_bias(kernel, device, rng, fp8_dtype, bias, dtype, shape):
+    """silu_and_mul_quantize -> gemm_nt -> + bias, within the same bfloat16 rounding as fp8_linear."""
+    leading, inner, out_features = shape
+    x = torch.randn(*leading, 2 * inner, generator=rng, device=device).to(dtype)
+    w = torch.randn(out_features, inner, generator=rng, device=device) / inner**0.5
+    weight, scale = kernel.quantize_per_block(w, 128, fp8_dtype)
+    b = torch.randn(out_features, generator=rng, device=device).to(torch.bfloat16) if bias else None
+    got = kernel.silu_and_mul_fp8_linear(x, weight, scale, b)
+    q, sx = kernel.silu_and_mul_quantize(x.reshape(-1, 2 * inner), fp8_dtype)
+    expected = kernel.gemm_nt(q, weight, sx, scale).float()
+    if b is not None:
+        expected = expected + b.float()
+    expected = expected.reshape(*leading, out_features)
+    assert got.shape == (*leading, out_features) and got.dtype == dtype
+    tolerance = 2**-7 * expected.abs() + 2**-7 * expected.abs().mean()
+    assert ((got.float() - expected).abs() <= tolerance).all()
+
+
+def test_silu_and_mul_fp8_linear_bad_input(kernel, device, fp8_dtype):
+    weight = torch.zeros(256, 128, device=device).to(fp8_dtype)
+    scale = torch.ones(2, 1, device=device)
+    with pytest.raises(RuntimeError, match=r"silu_and_mul_fp8_linear: x must be \(\.\.\., 256\).*gate and up"):
+        kernel.silu_and_mul_fp8_linear(torch.zeros(3, 128, device=device, dtype=torch.bfloat16), weight, scale)
+    out = kernel.silu_and_mul_fp8_linear(torch.zeros(0, 256, device=device, dtype=torch.bfloat16), weight, scale)
+    assert out.shape == (0, 256)
+
+
 def test_fp8_linear_bad_input(kernel, device, fp8_dtype):
     weight = torch.zeros(256, 128, device=device).to(fp8_dtype)
     scale = torch.ones(2, 1, device=device)
@@ -198,3 +230,31 @@ def test_fp8_linear_with_no_input_columns_gives_the_bias(kernel, device, fp8_dty
     out = kernel.fp8_linear(torch.zeros(2, 3, 0, device=device, dtype=torch.bfloat16), weight, scale, bias)
     assert out.shape == (2, 3, 5) and torch.equal(out, bias.expand(2, 3, 5))
     assert kernel.silu_and_mul(torch.zeros(4, 0, device=device)).shape == (4, 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="programmatic launches are CUDA's")
+@pytest.mark.parametrize("tokens", [1, 8, 16, 64, 300], ids=lambda t: f"{t}tok")
+def test_chained_layers_equal_the_same_calls_one_at_a_time(kernel, device, rng, fp8_dtype, tokens):
+    """Each quantization and GEMM starts while the kernel before it runs (programmatic dependent
+    launch) and the allocator hands a freed buffer to the next call: a chain of layers queued at
+    once must equal the same calls with a synchronize after each."""
+    shapes = [(512, 1024), (1024, 256), (256, 1024), (512, 256)]  # (out, in); the second is gated
+    layers = []
+    for out_features, in_features in shapes:
+        w = torch.randn(out_features, in_features, generator=rng, device=device) / in_features**0.5
+        layers.append(kernel.quantize_per_block(w, 128, fp8_dtype))
+    x = torch.randn(tokens, 1024, generator=rng, device=device).to(torch.bfloat16)
+
+    def chain(sync: bool) -> torch.Tensor:
+        h = x
+        for i, (weight, scale) in enumerate(layers):
+            linear = kernel.silu_and_mul_fp8_linear if i == 1 else kernel.fp8_linear
+            h = linear(h, weight, scale)
+            if sync:
+                torch.cuda.synchronize()
+        return h
+
+    expected = chain(sync=True)
+    tolerance = 2**-7 * expected.float().abs().mean().item()  # a split-K tile may sum in another order
+    for _ in range(20):
+        torch.testing.assert_close(chain(sync=False), expected, rtol=2**-7, atol=tolerance)

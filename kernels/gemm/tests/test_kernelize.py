@@ -219,3 +219,67 @@ def test_kernelize_cuda_graph_capture_and_replay(kernel, device, fp8_dtype):
         # bfloat16 tolerance: a split-K reduction may sum in another order from call to call.
         torch.testing.assert_close(static_y, expected)
         assert_kernel_ran(kernel, [model.up, model.down], model, x)
+
+
+@use_kernel_forward_from_hub("FP8GatedMLP")
+class GatedBlock(nn.Module):
+    """A gated MLP block of FP8 linear layers: down_proj(silu(gate) * up), gate | up = gate_up_proj(x)."""
+
+    def __init__(self, hidden: int, inner: int, fp8: torch.dtype, device: torch.device) -> None:
+        super().__init__()
+        self.gate_up_proj = HostFP8Linear(
+            hidden, 2 * inner, bias=True, fp8=fp8, dtype=torch.bfloat16, device=device, seed=8
+        )
+        self.down_proj = HostFP8Linear(inner, hidden, bias=True, fp8=fp8, dtype=torch.bfloat16, device=device, seed=9)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x.double()).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_kernelize_gated_mlp_runs_the_fused_down_projection(kernel, device, fp8_dtype, compiled):
+    """The whole block in two ops, the second quantizing silu(gate) * up itself: equal to those two
+    ops called by hand, and within FP8's error of the float64 block (hidden 200, inner 300: partial
+    scale blocks)."""
+    block = GatedBlock(200, 300, fp8_dtype, device)
+    x = torch.rand(3, 5, 200, generator=torch.Generator().manual_seed(10)).to(device, torch.bfloat16)
+    mapping = {
+        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
+        for name in ("FP8GatedMLP", "FP8Linear")
+    }
+    mode = Mode.INFERENCE | Mode.TORCH_COMPILE if compiled else Mode.INFERENCE
+    with torch.no_grad():
+        reference = GatedBlock.forward(block, x)
+        with use_kernel_mapping(mapping, inherit_mapping=False):
+            kernelize(block, mode=mode, device=device.type, use_fallback=False)
+        assert block.forward.__func__ is kernel.layers.FP8GatedMLP.forward
+        run = block
+        if compiled:
+            run = torch.compile(block, fullgraph=True, backend="inductor" if device.type == "cuda" else "aot_eager")
+        got = run(x)
+        gate_up, down = block.gate_up_proj, block.down_proj
+        hidden = kernel.fp8_linear(x, gate_up.weight, gate_up.weight_scale_inv, gate_up.bias)
+        by_hand = kernel.silu_and_mul_fp8_linear(hidden, down.weight, down.weight_scale_inv, down.bias)
+        assert got.shape == (3, 5, 200) and got.dtype == torch.bfloat16
+        assert torch.equal(got, by_hand)
+        error = ((got.double() - reference).norm() / reference.norm()).item()
+        assert error < 2**-5, error
+        called = ops_called(run, x)
+        assert f"{kernel._ops.ops.name}::silu_and_mul_fp8_linear" in called
+        assert f"{kernel._ops.ops.name}::silu_and_mul" not in called
+
+
+@pytest.mark.kernels_ci
+def test_kernelize_gated_mlp_names_the_projection_at_fault(device, fp8_dtype):
+    block = GatedBlock(256, 128, fp8_dtype, device)
+    block.down_proj.block_size = (128, 64)
+    mapping = {
+        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
+        for name in ("FP8GatedMLP", "FP8Linear")
+    }
+    with use_kernel_mapping(mapping, inherit_mapping=False):
+        kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
+    with pytest.raises(ValueError, match=r"FP8GatedMLP.down_proj: block_size must be \(128, 128\)"):
+        block(torch.rand(2, 256, device=device, dtype=torch.bfloat16))

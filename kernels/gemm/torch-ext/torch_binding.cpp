@@ -128,31 +128,42 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
     TORCH_CHECK(t == &out || !overlaps(out, *t), op, ": out must not overlap the memory of ", name);
 }
 
-GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-                  const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+fp8gemm::Fp8Format format_of(const torch::Tensor& t) {
+  return t.scalar_type() == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
+}
+
+// B, its scales and out of a GEMM with M rows and K columns of A (whose fields the caller sets).
+GemmArgs describe_b_and_out(const Layout& l, int64_t M, int64_t K, torch::Tensor& out, const torch::Tensor& b,
+                            const torch::Tensor& b_scale) {
   // The dimension of the given tensor that holds dimension d of gemm's layout.
   auto nt_dim = [&](int d) { return l.nt ? 1 - d : d; };
   GemmArgs args;
-  args.M = a.size(0);
-  args.K = a.size(1);
+  args.M = M;
+  args.K = K;
   args.N = b.size(nt_dim(1));
-  args.format =
-      a.scalar_type() == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
-  args.a = static_cast<const uint8_t*>(a.data_ptr());
-  args.a_stride_m = a.stride(0);
-  args.a_stride_k = a.stride(1);
+  args.format = format_of(b);
   args.b = static_cast<const uint8_t*>(b.data_ptr());
   args.b_stride_k = b.stride(nt_dim(0));
   args.b_stride_n = b.stride(nt_dim(1));
-  args.a_scale = a_scale.data_ptr<float>();
-  args.a_scale_stride_kb = a_scale.stride(nt_dim(0));
-  args.a_scale_stride_m = a_scale.stride(nt_dim(1));
   args.b_scale = b_scale.data_ptr<float>();
   args.b_scale_stride_kb = b_scale.stride(nt_dim(0));
   args.b_scale_stride_nb = b_scale.stride(nt_dim(1));
   args.out = reinterpret_cast<uint16_t*>(out.data_ptr());
   args.out_stride_m = out.stride(0);
   args.out_stride_n = out.stride(1);
+  return args;
+}
+
+GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
+                  const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+  GemmArgs args = describe_b_and_out(l, a.size(0), a.size(1), out, b, b_scale);
+  const int scale_kb_dim = l.nt ? 1 : 0;
+  args.a = static_cast<const uint8_t*>(a.data_ptr());
+  args.a_stride_m = a.stride(0);
+  args.a_stride_k = a.stride(1);
+  args.a_scale = a_scale.data_ptr<float>();
+  args.a_scale_stride_kb = a_scale.stride(scale_kb_dim);
+  args.a_scale_stride_m = a_scale.stride(1 - scale_kb_dim);
   return args;
 }
 
@@ -253,8 +264,18 @@ fp8gemm::Fp8Format fp8_format(const char* op, at::ScalarType dtype) {
   return dtype == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
 }
 
-// The quantized activations of M rows and K columns: q (M, K) row-major and the scales (M, ceil(K/128))
-// M-major (strides (1, M)), the layout gemm_nt's fast paths read.
+// Where quantized activations of M rows and K columns go: q (M, K) with rows q_stride_m bytes
+// apart, scale[m * scale_stride_m + kb * scale_stride_kb].
+struct QuantizedRows {
+  int64_t M = 0, K = 0;
+  uint8_t* q = nullptr;
+  int64_t q_stride_m = 0;
+  float* scale = nullptr;
+  int64_t scale_stride_m = 0, scale_stride_kb = 0;
+};
+
+// q (M, K) row-major and its scales (M, ceil(K/128)) M-major (strides (1, M)), the layout
+// gemm_nt's fast paths read, as tensors (what quantize returns).
 std::tuple<torch::Tensor, torch::Tensor> empty_quantized(int64_t M, int64_t K, at::ScalarType dtype,
                                                          const torch::Device& device) {
   const auto options = torch::TensorOptions().device(device);
@@ -262,23 +283,42 @@ std::tuple<torch::Tensor, torch::Tensor> empty_quantized(int64_t M, int64_t K, a
           torch::empty({fp8gemm::ceil_div(K, fp8gemm::kScaleBlock), M}, options.dtype(at::kFloat)).t()};
 }
 
-// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into q and scale.
-void run_quantize(const char* op, const torch::Tensor& x, bool silu_and_mul, torch::Tensor& q,
-                  torch::Tensor& scale) {
+// The same layout in one allocation, for fp8_linear, which hands the two to the GEMM only: one
+// allocation less per call (host time). The returned tensor owns the memory `rows` points into.
+torch::Tensor empty_quantized_rows(int64_t M, int64_t K, const torch::Device& device, QuantizedRows* rows) {
+  constexpr int64_t kAlign = 256;
+  const int64_t q_bytes = (M * K + kAlign - 1) / kAlign * kAlign;
+  const int64_t scale_count = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock) * M;
+  torch::Tensor buffer = torch::empty({q_bytes + scale_count * int64_t(sizeof(float))},
+                                      torch::dtype(torch::kUInt8).device(device));
+  uint8_t* base = buffer.data_ptr<uint8_t>();
+  rows->M = M;
+  rows->K = K;
+  rows->q = base;
+  rows->q_stride_m = K;
+  rows->scale = reinterpret_cast<float*>(base + q_bytes);
+  rows->scale_stride_m = 1;
+  rows->scale_stride_kb = M;
+  return buffer;
+}
+
+// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`.
+void run_quantize(const char* op, const torch::Tensor& x, bool silu_and_mul, fp8gemm::Fp8Format format,
+                  const QuantizedRows& to) {
   fp8gemm::QuantizeArgs args;
-  args.M = q.size(0);
-  args.K = q.size(1);
+  args.M = to.M;
+  args.K = to.K;
   args.input = input_type(op, x);
   args.x = x.data_ptr();
   args.x_stride_m = x.stride(0);
   args.x_stride_k = x.stride(1);
   args.silu_and_mul = silu_and_mul;
-  args.format = fp8_format(op, q.scalar_type());
-  args.q = static_cast<uint8_t*>(q.data_ptr());
-  args.q_stride_m = q.stride(0);
-  args.scale = scale.data_ptr<float>();
-  args.scale_stride_m = scale.stride(0);
-  args.scale_stride_kb = scale.stride(1);
+  args.format = format;
+  args.q = to.q;
+  args.q_stride_m = to.q_stride_m;
+  args.scale = to.scale;
+  args.scale_stride_m = to.scale_stride_m;
+  args.scale_stride_kb = to.scale_stride_kb;
   if (args.M == 0 || args.K == 0) return;
   if (x.device().is_cpu()) {
     check_status(op, fp8gemm::quantize_cpu(args));
@@ -312,9 +352,10 @@ struct LinearShape {
   int64_t K, N;
 };
 
-LinearShape check_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& scale,
+// x's last dimension is in_features, or twice that (gate | up) with silu_and_mul.
+LinearShape check_linear(const char* op, const torch::Tensor& x, bool silu_and_mul,
+                         const torch::Tensor& weight, const torch::Tensor& scale,
                          const std::optional<torch::Tensor>& bias) {
-  const char* op = "fp8_linear";
   TORCH_CHECK(x.defined() && weight.defined() && scale.defined(), op,
               ": x, weight and weight_scale_inv are required");
   input_type(op, x);
@@ -323,9 +364,9 @@ LinearShape check_linear(const torch::Tensor& x, const torch::Tensor& weight, co
               "-D");
   TORCH_CHECK(is_fp8(weight.scalar_type()), op, ": weight must be float8_e4m3fn or float8_e4m3fnuz, got ",
               weight.scalar_type());
-  const int64_t N = weight.size(0), K = weight.size(1);
-  TORCH_CHECK(x.size(-1) == K, op, ": x must be (..., ", K, ") to match weight (", N, ", ", K, "), got ",
-              x.sizes());
+  const int64_t N = weight.size(0), K = weight.size(1), x_columns = silu_and_mul ? 2 * K : K;
+  TORCH_CHECK(x.size(-1) == x_columns, op, ": x must be (..., ", x_columns, ") to match weight (", N, ", ", K,
+              ")", silu_and_mul ? " (gate and up side by side)" : "", ", got ", x.sizes());
   const int64_t n_blocks = fp8gemm::ceil_div(N, fp8gemm::kScaleBlock),
                 k_blocks = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
   TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.dim() == 2 && scale.size(0) == n_blocks &&
@@ -358,10 +399,18 @@ std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::Sc
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
-  fp8_format(op, dtype);
+  const fp8gemm::Fp8Format format = fp8_format(op, dtype);
   auto [q, scale] = empty_quantized(x.size(0), quantized_columns(op, x, silu_and_mul), dtype, x.device());
   const OnDevice on(op, x.device());
-  run_quantize(op, x, silu_and_mul, q, scale);
+  QuantizedRows to;
+  to.M = q.size(0);
+  to.K = q.size(1);
+  to.q = static_cast<uint8_t*>(q.data_ptr());
+  to.q_stride_m = q.stride(0);
+  to.scale = scale.data_ptr<float>();
+  to.scale_stride_m = scale.stride(0);
+  to.scale_stride_kb = scale.stride(1);
+  run_quantize(op, x, silu_and_mul, format, to);
   return {q, scale};
 }
 
@@ -400,20 +449,31 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
 #endif
 }
 
-torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                         const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias) {
-  const char* op = "fp8_linear";
-  const auto [K, N] = check_linear(x, weight, weight_scale_inv, bias);
+namespace {
+
+// fp8_linear, of x or (silu_and_mul) of silu(x[..., :K]) * x[..., K:].
+torch::Tensor quantized_linear(const char* op, const torch::Tensor& x, bool silu_and_mul,
+                               const torch::Tensor& weight, const torch::Tensor& weight_scale_inv,
+                               const std::optional<torch::Tensor>& bias) {
+  const auto [K, N] = check_linear(op, x, silu_and_mul, weight, weight_scale_inv, bias);
   const OnDevice on(op, x.device());
-  const torch::Tensor rows = x.reshape({leading_rows(x), K});
+  const torch::Tensor rows = x.reshape({leading_rows(x), x.size(-1)});
   const int64_t M = rows.size(0);
   torch::Tensor out = torch::empty({M, N}, x.options().dtype(at::kBFloat16));
   const bool has_bias = bias.has_value() && bias->defined();
   const torch::Tensor bias16 = has_bias ? bias->to(at::kBFloat16) : torch::Tensor();
 
-  auto [q, scale] = empty_quantized(M, K, weight.scalar_type(), x.device());
-  run_quantize(op, rows, false, q, scale);
-  GemmArgs args = describe(kGemmNt, out, q, weight, scale, weight_scale_inv);
+  QuantizedRows quantized;
+  const torch::Tensor quantized_memory = empty_quantized_rows(M, K, x.device(), &quantized);
+  run_quantize(op, rows, silu_and_mul, format_of(weight), quantized);
+  GemmArgs args = describe_b_and_out(kGemmNt, M, K, out, weight, weight_scale_inv);
+  args.a = quantized.q;
+  args.a_stride_m = quantized.q_stride_m;
+  args.a_stride_k = 1;
+  args.a_scale = quantized.scale;
+  args.a_scale_stride_m = quantized.scale_stride_m;
+  args.a_scale_stride_kb = quantized.scale_stride_kb;
+  args.after_quantize = M > 0 && K > 0;  // run_quantize queued its kernel last
   if (has_bias) {
     args.bias = reinterpret_cast<const uint16_t*>(bias16.data_ptr());
     args.bias_stride = bias16.stride(0);
@@ -421,6 +481,19 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
   run_gemm(op, args, x.device());
   const torch::Tensor result = out.view(linear_output_sizes(x, N));
   return x.scalar_type() == at::kBFloat16 ? result : result.to(x.scalar_type());
+}
+
+}  // namespace
+
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                         const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias) {
+  return quantized_linear("fp8_linear", x, false, weight, weight_scale_inv, bias);
+}
+
+torch::Tensor silu_and_mul_fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                      const torch::Tensor& weight_scale_inv,
+                                      const std::optional<torch::Tensor>& bias) {
+  return quantized_linear("silu_and_mul_fp8_linear", x, true, weight, weight_scale_inv, bias);
 }
 
 void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
@@ -474,13 +547,17 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("quantize(Tensor x, ScalarType dtype, bool silu_and_mul) -> (Tensor, Tensor)");
   ops.def("silu_and_mul(Tensor! out, Tensor x) -> ()");
   ops.def("fp8_linear(Tensor x, Tensor weight, Tensor weight_scale_inv, Tensor? bias) -> Tensor");
+  ops.def(
+      "silu_and_mul_fp8_linear(Tensor x, Tensor weight, Tensor weight_scale_inv, Tensor? bias) -> Tensor");
   ops.impl("quantize", torch::kCPU, &quantize);
   ops.impl("silu_and_mul", torch::kCPU, &silu_and_mul);
   ops.impl("fp8_linear", torch::kCPU, &fp8_linear);
+  ops.impl("silu_and_mul_fp8_linear", torch::kCPU, &silu_and_mul_fp8_linear);
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   ops.impl("quantize", torch::kCUDA, &quantize);
   ops.impl("silu_and_mul", torch::kCUDA, &silu_and_mul);
   ops.impl("fp8_linear", torch::kCUDA, &fp8_linear);
+  ops.impl("silu_and_mul_fp8_linear", torch::kCUDA, &silu_and_mul_fp8_linear);
 #endif
   ops.def("force_general_path(bool force) -> ()", &force_general_path);
   ops.def("general_path_forced() -> bool", &general_path_forced);

@@ -38,3 +38,9 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x);
 // added before the one rounding to bf16.
 torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
                          const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias);
+
+// fp8_linear of silu(x[..., :K]) * x[..., K:] for x (..., 2K): the SiLU-and-mul is computed in the
+// quantization kernel (the down projection of a gated MLP, without a bf16 intermediate).
+torch::Tensor silu_and_mul_fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                      const torch::Tensor& weight_scale_inv,
+                                      const std::optional<torch::Tensor>& bias);

@@ -15,6 +15,7 @@ __all__ = [
     "gemm",
     "gemm_nt",
     "fp8_linear",
+    "silu_and_mul_fp8_linear",
     "quantize_per_token_group",
     "silu_and_mul_quantize",
     "silu_and_mul",
@@ -153,6 +154,29 @@ def fp8_linear(
     return ops.fp8_linear(x, weight, weight_scale_inv, bias)
 
 
+def silu_and_mul_fp8_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    weight_scale_inv: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``fp8_linear(silu(x[..., :d]) * x[..., d:], weight, weight_scale_inv, bias)``, where the
+    SiLU-and-mul is computed inside the quantization kernel (as :func:`silu_and_mul_quantize`):
+    the down projection of a gated MLP, with no bfloat16 intermediate. Two launches.
+
+    Args:
+        x: ``(..., 2 * in_features)`` bfloat16, float16 or float32: gate and up side by side.
+        weight, weight_scale_inv, bias: as :func:`fp8_linear`.
+
+    Returns:
+        ``(..., out_features)`` in ``x``'s dtype.
+
+    Raises:
+        RuntimeError: naming the argument and what was expected.
+    """
+    return ops.silu_and_mul_fp8_linear(x, weight, weight_scale_inv, bias)
+
+
 def quantize_per_token_group(
     x: torch.Tensor, group: int = SCALE_BLOCK, dtype: torch.dtype = torch.float8_e4m3fn
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,6 +311,7 @@ def _quantize_fake(x: torch.Tensor, dtype: torch.dtype, silu_and_mul: bool) -> t
 
 
 @torch.library.register_fake(add_op_namespace_prefix("fp8_linear"))
+@torch.library.register_fake(add_op_namespace_prefix("silu_and_mul_fp8_linear"))
 def _fp8_linear_fake(
     x: torch.Tensor, weight: torch.Tensor, weight_scale_inv: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:

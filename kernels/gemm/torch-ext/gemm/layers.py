@@ -4,14 +4,16 @@
 whose ``forward`` it replaces. ``Fp8Linear`` is a standalone module with that state and the
 same ``forward``, for building a layer yourself. ``SiluAndMul`` is the activation layer of
 gated MLPs under the name activation kernels use, so ``kernelize`` can map it too.
+``FP8GatedMLP`` replaces a whole gated MLP block of FP8 linear layers: its down projection
+quantizes ``silu(gate) * up`` in one kernel, with no bfloat16 intermediate.
 """
 
 import torch
 from torch import nn
 
-from . import SCALE_BLOCK, ceil_div, fp8_linear, quantize_per_block, silu_and_mul
+from . import SCALE_BLOCK, ceil_div, fp8_linear, quantize_per_block, silu_and_mul, silu_and_mul_fp8_linear
 
-__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul"]
+__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP"]
 
 BLOCK_SIZE = (SCALE_BLOCK, SCALE_BLOCK)
 
@@ -36,19 +38,26 @@ class FP8Linear(nn.Module):
     has_backward: bool = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight
-        block_size = getattr(self, "block_size", None)
-        if block_size is None or tuple(block_size) != BLOCK_SIZE:
-            raise ValueError(
-                f"FP8Linear: block_size must be {BLOCK_SIZE} (one weight scale per 128x128 block), "
-                f"got {block_size}; use a checkpoint quantized with weight_block_size [128, 128]"
-            )
-        if weight.element_size() != 1:
-            raise TypeError(f"FP8Linear: weight must be FP8 (float8_e4m3fn), got {weight.dtype}")
-        in_features = weight.shape[1]
-        if x.shape[-1] != in_features:
-            raise ValueError(f"FP8Linear: expected input (..., {in_features}), got {tuple(x.shape)}")
-        return fp8_linear(x, weight, self.weight_scale_inv, self.bias)
+        _check_fp8_state("FP8Linear", self, x.shape, 1)
+        return fp8_linear(x, self.weight, self.weight_scale_inv, self.bias)
+
+
+def _check_fp8_state(layer: str, state: nn.Module, x_shape: torch.Size, columns_per_feature: int) -> None:
+    """Raises what the checkpoint or the caller got wrong about a fine-grained FP8 linear layer's
+    state (block size, weight dtype) or its input, whose last dimension must be
+    ``columns_per_feature * in_features``."""
+    block_size = getattr(state, "block_size", None)
+    if block_size is None or tuple(block_size) != BLOCK_SIZE:
+        raise ValueError(
+            f"{layer}: block_size must be {BLOCK_SIZE} (one weight scale per 128x128 block), "
+            f"got {block_size}; use a checkpoint quantized with weight_block_size [128, 128]"
+        )
+    weight = state.weight
+    if weight.element_size() != 1:
+        raise TypeError(f"{layer}: weight must be FP8 (float8_e4m3fn), got {weight.dtype}")
+    columns = columns_per_feature * weight.shape[1]
+    if x_shape[-1] != columns:
+        raise ValueError(f"{layer}: expected input (..., {columns}), got {tuple(x_shape)}")
 
 
 class Fp8Linear(FP8Linear):
@@ -121,3 +130,29 @@ class SiluAndMul(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return silu_and_mul(x)
+
+
+class FP8GatedMLP(nn.Module):
+    """Replaces the forward of a gated (SwiGLU) MLP block, ``down_proj(silu(gate) * up)`` with
+    ``gate`` and ``up`` the two halves of ``gate_up_proj(x)``, whose two projections are
+    fine-grained FP8 linear layers (the state :class:`FP8Linear` reads, e.g. ``Fp8Linear``).
+
+    Forward-only: ``kernelize`` swaps it into a block decorated with
+    ``use_kernel_forward_from_hub("FP8GatedMLP")`` that has ``gate_up_proj`` (in_features ->
+    2 x inner) and ``down_proj`` (inner -> out_features). Two ops, four launches: the gate and
+    up projection (:func:`fp8_linear`), then the down projection of the activation
+    (:func:`silu_and_mul_fp8_linear`: SiLU-and-mul computed in the quantization kernel).
+    Same results as the block with :class:`FP8Linear` and :class:`SiluAndMul` layers but for the
+    rounding of the activation to bfloat16, which this path skips. Works under
+    ``torch.compile`` and CUDA graphs; no backward.
+    """
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate_up, down = self.gate_up_proj, self.down_proj
+        _check_fp8_state("FP8GatedMLP.gate_up_proj", gate_up, x.shape, 1)
+        hidden = fp8_linear(x, gate_up.weight, gate_up.weight_scale_inv, gate_up.bias)
+        _check_fp8_state("FP8GatedMLP.down_proj", down, hidden.shape, 2)
+        return silu_and_mul_fp8_linear(hidden, down.weight, down.weight_scale_inv, down.bias)
