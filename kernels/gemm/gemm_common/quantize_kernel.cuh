@@ -85,16 +85,8 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
   const int64_t group = int64_t(blockIdx.x) * kGroupsPerBlock + threadIdx.x / kLanesPerGroup;
   const int lane = threadIdx.x % kLanesPerGroup;
   // Lanes past the last group still take part in the shuffles (with zeros), then store nothing.
-  const int64_t k_blocks = a.k_blocks(), groups = a.M * k_blocks;
-  const bool active = group < groups;
-  int64_t kb = 0, m = 0;
-  if (active && groups <= int64_t(UINT32_MAX)) {  // 32-bit division: a 64-bit one costs as much as the rest
-    kb = uint32_t(group) % uint32_t(k_blocks);
-    m = uint32_t(group) / uint32_t(k_blocks);
-  } else if (active) {
-    kb = group % k_blocks;
-    m = group / k_blocks;
-  }
+  const bool active = group < a.M * a.k_blocks();
+  const int64_t kb = active ? group % a.k_blocks() : 0, m = active ? group / a.k_blocks() : 0;
   const int64_t k0 = kb * kScaleBlock + lane * kValuesPerLane;
   float v[kValuesPerLane] = {};
   if (active && kVector) {

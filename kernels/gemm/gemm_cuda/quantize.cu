@@ -4,7 +4,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "gemm_common/launchers.h"
 #include "gemm_common/quantize_kernel.cuh"
@@ -18,31 +20,28 @@ Status launch_error(cudaError_t err) {
   return cudaGetErrorString(err);
 }
 
-// Whether the current device takes programmatic dependent launches (compute capability 9.0+),
-// asked once per device.
-bool programmatic_launch_supported() {
-  constexpr int kMaxDevices = 64;
-  enum : int { kUnknown = 0, kNo, kYes };
-  static std::atomic<int> known[kMaxDevices];
+// Whether `kernel`, as loaded for the current device, was compiled for sm_90 or later: only then
+// does it wait for the kernel before it (quantize_kernel.cuh) and may be launched
+// programmatically. Asked once per device and kernel.
+bool waits_for_previous(const void* kernel) {
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+  if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  int answer = known[device].load(std::memory_order_relaxed);
-  if (answer == kUnknown) {
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    answer = major >= 9 ? kYes : kNo;
-    known[device].store(answer, std::memory_order_relaxed);
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto [entry, added] = known.try_emplace({device, kernel}, false);
+  if (added) {
+    cudaFuncAttributes attributes{};
+    entry->second = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
+    cudaGetLastError();
   }
-  return answer == kYes;
+  return entry->second;
 }
 
-// Queues kernel on `blocks` x kThreads threads of `stream`, programmatically where the device allows.
+// Queues kernel on `blocks` x kThreads threads of `stream`, programmatically where it waits.
 struct Launcher {
   cudaStream_t stream;
 
@@ -56,8 +55,14 @@ struct Launcher {
     cfg.blockDim = dim3(quantize_gpu::kThreads);
     cfg.stream = stream;
     cfg.attrs = &attr;
-    cfg.numAttrs = programmatic_launch_supported() ? 1 : 0;
-    return launch_error(cudaLaunchKernelEx(&cfg, kernel, Params(args)...));
+    cfg.numAttrs = waits_for_previous(reinterpret_cast<const void*>(kernel)) ? 1 : 0;
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, Params(args)...);
+    if (err != cudaSuccess && cfg.numAttrs > 0) {  // no programmatic launch here: plain stream order
+      cudaGetLastError();
+      cfg.numAttrs = 0;
+      err = cudaLaunchKernelEx(&cfg, kernel, Params(args)...);
+    }
+    return launch_error(err);
   }
 };
 

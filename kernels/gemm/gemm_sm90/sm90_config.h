@@ -46,7 +46,7 @@ constexpr TunedShape kTuned[] = {
 // Small M (9 to 128 tokens, where the decode kernel declines) on the DeepSeek-V3 (N, K) where the
 // cost model's choice lost to another configuration in a sweep of every candidate and the
 // narrow small-M tiles (64x64, 64x32) at M = 16-128 on one H100 SXM, and compare.py confirmed
-// it (DECODE.md round 4). The cost model does not rank the narrow tiles: they are used from this
+// it (DECODE.md round 4); the expert MLP's two were confirmed by its block's timeline instead. The cost model does not rank the narrow tiles: they are used from this
 // table only. M = 9-15 was not measured; it takes the entry of M = 16.
 struct TunedSmallM {
   int64_t N, K, min_m, max_m;

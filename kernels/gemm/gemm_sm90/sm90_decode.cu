@@ -86,7 +86,13 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = num_attrs;
-  if (cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p) != cudaSuccess) {
+  cudaError_t err = cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p);
+  if (err != cudaSuccess && p.b_before_wait) {  // no programmatic launch here (the last attribute)
+    cudaGetLastError();
+    cfg.numAttrs = num_attrs - 1;
+    err = cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p);
+  }
+  if (err != cudaSuccess) {
     cudaGetLastError();
     return "gemm_sm90: decode kernel launch failed";
   }

@@ -101,7 +101,7 @@ EncodeTiledFn encode_fn() {
 bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64_t cols, int64_t rows,
               int64_t row_bytes, uint32_t box_cols, uint32_t box_rows,
               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
-  thread_local Remembered<6, CUtensorMap, 64> encoded;
+  thread_local Remembered<6, CUtensorMap, 512> encoded;  // ~128 KB per host thread
   const decltype(encoded)::Key key = {uint64_t(type) << 32 | uint64_t(swizzle),
                                       uint64_t(reinterpret_cast<uintptr_t>(ptr)),
                                       uint64_t(cols),
@@ -323,9 +323,6 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.tiles_n = int((g.N + BN - 1) / BN);
   p.num_tiles = p.tiles_m * p.tiles_n;
   p.split = config.split;
-  // B is written by no kernel still running: neither copied here nor (with a programmatic
-  // launch behind the quantization, which waited for everything before it) by anything queued.
-  p.b_before_wait = copy_b.tiles == 0;
   // Raster: the CTAs running at once share A tiles across N and B tiles across M. 192-row
   // tiles with K loops of 8 blocks or more run faster when 1536 columns of N tiles (12 of 128,
   // 10 of 144) walk M together, so that their larger A tiles are shared by fewer CTAs

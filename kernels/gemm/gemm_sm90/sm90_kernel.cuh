@@ -625,11 +625,10 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // The producer thread's loads of K block kb of tile (mb, nb) into `stage`. Only the 192-row
   // kernels carry the hinted loads (see tile_coords), with the L2 policies `first` and `last`.
   const bool stream_a = BM == 192 && p.stream_a;
-  auto expect_stage = [&](int stage) {
+  auto load_stage = [&](int stage, int mb, int nb, int kb, uint64_t first, uint64_t last) {
     mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
-  };
-  auto load_stage_a = [&](int stage, int mb, int kb, uint64_t first) {
     uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
+    uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
     auto load_a = [&](void* dst, const CUtensorMap* map, int c0, int c1) {
       if (stream_a)
         tma_load_2d_hint(dst, map, &full[stage], c0, c1, first);
@@ -643,31 +642,21 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       load_a(dst_a, &map_a, kb * kBlockK, mb * BM);
     }
     if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
-  };
-  auto load_stage_b = [&](int stage, int nb, int kb, uint64_t last) {
-    uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
     if (stream_a)
       tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
     else
       tma_load_2d(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN);
   };
-  auto load_stage = [&](int stage, int mb, int nb, int kb, uint64_t first, uint64_t last) {
-    expect_stage(stage);
-    load_stage_a(stage, mb, kb, first);
-    load_stage_b(stage, nb, kb, last);
-  };
 
   // Thread 0 (the producer thread) initialises the barriers and then issues the first stages of
   // its first tile at once, before the block barrier: the loads' latency then overlaps the
   // block's setup, whose first reads of the kernel parameters miss the constant cache
-  // (DECODE.md round 5). Launched programmatically with b_before_wait, their B halves go out
-  // even before the kernel ahead (the quantization of A) is done. Not in the kernels of three
-  // consumer warpgroups (192 x N, 64 x 192): their registers are too few for it (ptxas spilled
-  // more). The next kernel may launch at once: it waits for this one before touching memory.
+  // (DECODE.md round 5). Not in the kernels of three consumer warpgroups (192 x N, 64 x 192):
+  // their registers are too few for it (ptxas spilled more).
   constexpr int kPreStages = T::kConsumerWGs == 3 ? 0 : kStages < 4 ? kStages : 4;
   int pre = 0;  // stages of the first tile issued before the block barrier
   if (threadIdx.x == 0) {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // the next kernel waits for this one
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], T::kConsumerWarps);
@@ -684,33 +673,22 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (kAMn && BM == 192) tma_prefetch_desc(&map_a_tail);
     if constexpr (kPreStages > 0) {
       static_assert(BM != 192, "early loads carry no L2 policies");
-      int mb = 0, nb = 0;
-      if (unit < p.num_tiles) {
-        tile_coords<BM == 192>(p, unit, mb, nb);
-        pre = min(kPreStages, max(0, kb_end - kb_begin));
-      }
-      const bool b_early = p.b_before_wait;
-      for (int s = 0; b_early && s < pre; ++s) {
-        expect_stage(s);
-        load_stage_b(s, nb, kb_begin + s, 0);
-      }
       asm volatile("griddepcontrol.wait;" ::: "memory");  // A may be the operand copy or the quantization
-      for (int s = 0; s < pre; ++s) {
-        if (!b_early) {
-          expect_stage(s);
-          load_stage_b(s, nb, kb_begin + s, 0);
-        }
-        load_stage_a(s, mb, kb_begin + s, 0);
+      if (unit < p.num_tiles) {
+        int mb, nb;
+        tile_coords<BM == 192>(p, unit, mb, nb);
+        for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre)
+          load_stage(pre, mb, nb, kb_begin + pre, 0, 0);
       }
     }
   }
   __syncthreads();
   // The peer may arrive on our barriers once they are initialised (see the consumers).
   if (kSplit && pushes_split_partials(BM, BN, p.split)) cluster_arrive_relaxed();
-  // Launched right after the operand copy (programmatic dependent launch): everything above
-  // but thread 0's first loads (which wait for it themselves) overlaps the copy's tail; nothing
-  // below reads or writes global memory before it is done. Without that launch attribute this
-  // returns at once.
+  // Launched right after the operand copy or the quantization of A (programmatic dependent
+  // launch): everything above but thread 0's first loads (which wait for it themselves) overlaps
+  // that kernel's tail; nothing below reads or writes global memory before it is done. Without
+  // that launch attribute this returns at once.
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {

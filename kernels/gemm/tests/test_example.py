@@ -19,6 +19,7 @@ def test_kernelize_example_runs_on_cpu(tmp_path):
     result = json.loads(out.read_text())
     assert (result["device"], result["hidden"], result["inner"], result["compiled"]) == ("cpu", 256, 128, False)
     assert [row["tokens"] for row in result["results"]] == [1, 8]
+    assert result["host_us"] is None and result["host_us_128_tokens"] is None  # measured on CUDA only
     for row in result["results"]:
         assert "compiled" not in row
         eager = row["eager"]
@@ -26,6 +27,9 @@ def test_kernelize_example_runs_on_cpu(tmp_path):
         # The JSON rounds times to 1e-4 ms and the speed-up to 1e-3: compare within those steps.
         ratio = eager["bf16_linear_ms"] / eager["fp8_kernelized_ms"]
         assert eager["speedup"] == pytest.approx(ratio, rel=1e-2, abs=1e-3)
+        layers_ratio = eager["bf16_linear_ms"] / eager["fp8_layers_ms"]
+        assert eager["speedup_layers"] == pytest.approx(layers_ratio, rel=1e-2, abs=1e-3)
+        assert eager["relative_error_layers"] < 0.1
         # Three activations are rounded to e4m3 (gate and up share one input, then down's input),
         # each ~2.5% rms relative error: ~4% expected against the bf16 block with the same weights.
         assert eager["relative_error"] < 0.1

@@ -232,29 +232,58 @@ def test_fp8_linear_with_no_input_columns_gives_the_bias(kernel, device, fp8_dty
     assert kernel.silu_and_mul(torch.zeros(4, 0, device=device)).shape == (4, 0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="programmatic launches are CUDA's")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="programmatic launches are CUDA's")
+
+
+def plain_linear(kernel, x, weight, scale, silu_and_mul=False):
+    """The same layer from the separate quantization and gemm_nt ops (the GEMM launched plainly)."""
+    rows = x.reshape(-1, x.shape[-1])
+    if silu_and_mul:
+        q, sx = kernel.silu_and_mul_quantize(rows, weight.dtype)
+    else:
+        q, sx = kernel.quantize_per_token_group(rows, 128, weight.dtype)
+    return kernel.gemm_nt(q, weight, sx, scale).reshape(*x.shape[:-1], weight.shape[0])
+
+
+@needs_cuda
 @pytest.mark.parametrize("tokens", [1, 8, 16, 64, 300], ids=lambda t: f"{t}tok")
-def test_chained_layers_equal_the_same_calls_one_at_a_time(kernel, device, rng, fp8_dtype, tokens):
+def test_chained_layers_read_what_the_kernel_before_wrote(kernel, device, rng, fp8_dtype, tokens):
     """Each quantization and GEMM starts while the kernel before it runs (programmatic dependent
-    launch) and the allocator hands a freed buffer to the next call: a chain of layers queued at
-    once must equal the same calls with a synchronize after each."""
+    launch) and the allocator hands a freed buffer to the next call. Chains of layers queued at
+    once, on a new input each time (a kernel reading its input before it is written would see the
+    previous chain's values), equal the same layers built from the plainly launched ops."""
     shapes = [(512, 1024), (1024, 256), (256, 1024), (512, 256)]  # (out, in); the second is gated
     layers = []
     for out_features, in_features in shapes:
         w = torch.randn(out_features, in_features, generator=rng, device=device) / in_features**0.5
         layers.append(kernel.quantize_per_block(w, 128, fp8_dtype))
-    x = torch.randn(tokens, 1024, generator=rng, device=device).to(torch.bfloat16)
+    inputs = [torch.randn(tokens, 1024, generator=rng, device=device).to(torch.bfloat16) for _ in range(8)]
 
-    def chain(sync: bool) -> torch.Tensor:
-        h = x
+    def chain(x: torch.Tensor, linear) -> torch.Tensor:
         for i, (weight, scale) in enumerate(layers):
-            linear = kernel.silu_and_mul_fp8_linear if i == 1 else kernel.fp8_linear
-            h = linear(h, weight, scale)
-            if sync:
-                torch.cuda.synchronize()
-        return h
+            x = linear(x, weight, scale, i == 1)
+        return x
 
-    expected = chain(sync=True)
-    tolerance = 2**-7 * expected.float().abs().mean().item()  # a split-K tile may sum in another order
-    for _ in range(20):
-        torch.testing.assert_close(chain(sync=False), expected, rtol=2**-7, atol=tolerance)
+    def fused(x, weight, scale, gated):
+        return (kernel.silu_and_mul_fp8_linear if gated else kernel.fp8_linear)(x, weight, scale)
+
+    expected = [chain(x, lambda *a: plain_linear(kernel, *a)) for x in inputs]
+    torch.cuda.synchronize()
+    got = [chain(x, fused) for x in inputs]
+    for g, e in zip(got, expected, strict=True):
+        assert torch.equal(g, e)
+
+
+@needs_cuda
+def test_a_weight_written_just_before_the_layer_is_read_as_written(kernel, device, rng, fp8_dtype):
+    """The GEMM behind the quantization loads weights before it waits for the quantization: a
+    weight copied in just before the call (no synchronize) must still be the one multiplied."""
+    for tokens in (1, 64):  # the decode kernel and the wgmma tiles
+        x = torch.randn(tokens, 1024, generator=rng, device=device).to(torch.bfloat16)
+        weight, scale = kernel.quantize_per_block(torch.randn(512, 1024, generator=rng, device=device), 128, fp8_dtype)
+        expected = plain_linear(kernel, x, weight, scale)
+        written = torch.empty_like(weight)
+        for _ in range(5):
+            written.view(torch.uint8).zero_()
+            written.view(torch.uint8).copy_(weight.view(torch.uint8))
+            assert torch.equal(kernel.fp8_linear(x, written, scale), expected)

@@ -283,3 +283,47 @@ def test_kernelize_gated_mlp_names_the_projection_at_fault(device, fp8_dtype):
         kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
     with pytest.raises(ValueError, match=r"FP8GatedMLP.down_proj: block_size must be \(128, 128\)"):
         block(torch.rand(2, 256, device=device, dtype=torch.bfloat16))
+
+
+@pytest.mark.kernels_ci
+def test_kernelize_gated_mlp_refuses_another_activation(device, fp8_dtype):
+    block = GatedBlock(256, 128, fp8_dtype, device)
+    block.act_fn = nn.GELU()
+    mapping = {
+        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
+        for name in ("FP8GatedMLP", "FP8Linear")
+    }
+    with use_kernel_mapping(mapping, inherit_mapping=False):
+        kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
+    with pytest.raises(ValueError, match="FP8GatedMLP: computes SiLU, but the block's act_fn is GELU"):
+        block(torch.rand(2, 256, device=device, dtype=torch.bfloat16))
+
+
+@pytest.mark.kernels_ci
+@needs_cuda
+def test_kernelize_gated_mlp_cuda_graph_capture_and_replay(kernel, device, fp8_dtype):
+    block = GatedBlock(7168, 2048, fp8_dtype, device)
+    generator = torch.Generator().manual_seed(11)
+    x, x_next = (torch.rand(16, 7168, generator=generator).to(device, torch.bfloat16) for _ in range(2))
+    mapping = {
+        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
+        for name in ("FP8GatedMLP", "FP8Linear")
+    }
+    with torch.no_grad():
+        with use_kernel_mapping(mapping, inherit_mapping=False):
+            kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
+        expected = block(x_next)
+        static_x = x.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                block(static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = block(static_x)
+        static_x.copy_(x_next)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_y, expected)

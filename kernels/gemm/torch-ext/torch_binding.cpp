@@ -128,8 +128,9 @@ void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor
     TORCH_CHECK(t == &out || !overlaps(out, *t), op, ": out must not overlap the memory of ", name);
 }
 
-fp8gemm::Fp8Format format_of(const torch::Tensor& t) {
-  return t.scalar_type() == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
+// The format of an FP8 tensor (checked to be one by the caller).
+fp8gemm::Fp8Format format_of(at::ScalarType dtype) {
+  return dtype == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
 }
 
 // B, its scales and out of a GEMM with M rows and K columns of A (whose fields the caller sets).
@@ -141,7 +142,7 @@ GemmArgs describe_b_and_out(const Layout& l, int64_t M, int64_t K, torch::Tensor
   args.M = M;
   args.K = K;
   args.N = b.size(nt_dim(1));
-  args.format = format_of(b);
+  args.format = format_of(b.scalar_type());
   args.b = static_cast<const uint8_t*>(b.data_ptr());
   args.b_stride_k = b.stride(nt_dim(0));
   args.b_stride_n = b.stride(nt_dim(1));
@@ -261,7 +262,7 @@ fp8gemm::InputType input_type(const char* op, const torch::Tensor& x) {
 
 fp8gemm::Fp8Format fp8_format(const char* op, at::ScalarType dtype) {
   TORCH_CHECK(is_fp8(dtype), op, ": dtype must be float8_e4m3fn or float8_e4m3fnuz, got ", dtype);
-  return dtype == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
+  return format_of(dtype);
 }
 
 // Where quantized activations of M rows and K columns go: q (M, K) with rows q_stride_m bytes
@@ -465,7 +466,7 @@ torch::Tensor quantized_linear(const char* op, const torch::Tensor& x, bool silu
 
   QuantizedRows quantized;
   const torch::Tensor quantized_memory = empty_quantized_rows(M, K, x.device(), &quantized);
-  run_quantize(op, rows, silu_and_mul, format_of(weight), quantized);
+  run_quantize(op, rows, silu_and_mul, format_of(weight.scalar_type()), quantized);
   GemmArgs args = describe_b_and_out(kGemmNt, M, K, out, weight, weight_scale_inv);
   args.a = quantized.q;
   args.a_stride_m = quantized.q_stride_m;

@@ -139,7 +139,9 @@ class FP8GatedMLP(nn.Module):
 
     Forward-only: ``kernelize`` swaps it into a block decorated with
     ``use_kernel_forward_from_hub("FP8GatedMLP")`` that has ``gate_up_proj`` (in_features ->
-    2 x inner) and ``down_proj`` (inner -> out_features). Two ops, four launches: the gate and
+    2 x inner, gate first) and ``down_proj`` (inner -> out_features); blocks with separate
+    ``gate_proj`` and ``up_proj`` need them fused first. A block's ``act_fn`` (or
+    ``hidden_act``), where it has one, must be SiLU. Two ops, four launches: the gate and
     up projection (:func:`fp8_linear`), then the down projection of the activation
     (:func:`silu_and_mul_fp8_linear`: SiLU-and-mul computed in the quantization kernel).
     Same results as the block with :class:`FP8Linear` and :class:`SiluAndMul` layers but for the
@@ -152,7 +154,25 @@ class FP8GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate_up, down = self.gate_up_proj, self.down_proj
+        _check_silu(self)
         _check_fp8_state("FP8GatedMLP.gate_up_proj", gate_up, x.shape, 1)
+        _check_fp8_state("FP8GatedMLP.down_proj", down, gate_up.weight.shape[:1], 2)
         hidden = fp8_linear(x, gate_up.weight, gate_up.weight_scale_inv, gate_up.bias)
-        _check_fp8_state("FP8GatedMLP.down_proj", down, hidden.shape, 2)
         return silu_and_mul_fp8_linear(hidden, down.weight, down.weight_scale_inv, down.bias)
+
+
+_SILU_NAMES = ("silu", "swish")
+_SILU_LAYERS = ("SiLU", "SiLUActivation", "SiluAndMul")
+
+
+def _check_silu(block: nn.Module) -> None:
+    """Raises where the block says its activation is not SiLU (``hidden_act`` or ``act_fn``)."""
+    hidden_act = getattr(block, "hidden_act", None)
+    act_fn = getattr(block, "act_fn", None)
+    if isinstance(hidden_act, str) and hidden_act.lower() not in _SILU_NAMES:
+        raise ValueError(f"FP8GatedMLP: computes SiLU, but the block's hidden_act is {hidden_act!r}")
+    if isinstance(act_fn, nn.Module) and type(act_fn).__name__ not in _SILU_LAYERS:
+        raise ValueError(
+            f"FP8GatedMLP: computes SiLU, but the block's act_fn is {type(act_fn).__name__}; "
+            "map this block to a kernel for its activation"
+        )
