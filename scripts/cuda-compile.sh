@@ -3,42 +3,64 @@
 # Compile-only here: this machine has no GPU (GPU results are in kernels/*/benchmarks/results/).
 # The kernels build side by side, each with ninja -j 2: a kernel's longest translation unit
 # (gemm's Hopper kernels) would otherwise leave a core idle while the others wait.
+#   --setup     only set up .venv-cu130 (scripts/test.sh does it beside scripts/bootstrap.sh)
+#   --no-setup  only compile, in the .venv-cu130 that --setup made
 set -euo pipefail
 cd "$(dirname "$0")/.."
+setup=1 compile=1
+case "${1:-}" in
+  "") ;;
+  --setup) compile=0 ;;
+  --no-setup) setup=0 ;;
+  *)
+    echo "usage: bash scripts/cuda-compile.sh [--setup | --no-setup]" >&2
+    exit 2
+    ;;
+esac
 if ! command -v nvcc >/dev/null; then
   echo "cuda-compile: nvcc not found; install the CUDA 13.0 toolkit" >&2
   exit 1
 fi
-if [ ! -x .venv-cu130/bin/kbuild ]; then
-  python3 -m venv .venv-cu130
-fi
-# pip's resolver reports torch's own dependencies (its CUDA wheels, triton, sympy, ...) as missing,
-# in lines that start with ERROR, on every install into this environment; they are left out on
-# purpose, so those lines are replaced by one note. A failed install prints everything.
-pip_install() {
-  local output status=0
-  output=$(.venv-cu130/bin/python -m pip install -q --disable-pip-version-check "$@" 2>&1) || status=$?
-  if [ "$status" -ne 0 ]; then
-    printf '%s\n' "$output" >&2
-    return "$status"
+if [ "$setup" = 1 ]; then
+  if [ ! -x .venv-cu130/bin/kbuild ]; then
+    python3 -m venv .venv-cu130
   fi
-  if grep -q "^ERROR: pip's dependency resolver" <<<"$output"; then
-    echo "cuda-compile: pip lists torch's runtime dependencies as missing: expected, this environment only compiles against torch"
-  fi
-  if [ -n "$output" ]; then
-    grep -v -e "^ERROR: pip's dependency resolver" -e "^torch .* requires .*, which is not installed\.$" \
-      -e "^torch .* requires .*, but you have .* which is incompatible\.$" <<<"$output" || true
-  fi
-}
-# Only torch's headers and libraries are needed to compile and link, not its CUDA wheels,
-pip_install --no-deps "torch==2.14.1"
-# except the headers of the CUDA libraries ATen/cuda/CUDAContext.h includes (cuBLAS, cuSPARSE,
-# cuSOLVER), which the nvcc toolkit lacks: the NVIDIA wheels of torch's own cuda-toolkit pin.
-# kbuild adds their include folders to CUDA builds.
-cuda_toolkit=$(.venv-cu130/bin/python -c 'import importlib.metadata as m, re
+  # pip's resolver reports torch's own dependencies (its CUDA wheels, triton, sympy, ...) as missing,
+  # in lines that start with ERROR, on every install into this environment; they are left out on
+  # purpose, so those lines are replaced by one note. A failed install prints everything.
+  pip_install() {
+    local output status=0
+    output=$(.venv-cu130/bin/python -m pip install -q --disable-pip-version-check "$@" 2>&1) || status=$?
+    if [ "$status" -ne 0 ]; then
+      printf '%s\n' "$output" >&2
+      return "$status"
+    fi
+    if grep -q "^ERROR: pip's dependency resolver" <<<"$output"; then
+      echo "cuda-compile: pip lists torch's runtime dependencies as missing: expected, this environment only compiles against torch"
+    fi
+    if [ -n "$output" ]; then
+      grep -v -e "^ERROR: pip's dependency resolver" -e "^torch .* requires .*, which is not installed\.$" \
+        -e "^torch .* requires .*, but you have .* which is incompatible\.$" <<<"$output" || true
+    fi
+  }
+  # Only torch's headers and libraries are needed to compile and link, not its CUDA wheels (nor its
+  # Python files compiled to bytecode: this torch is never imported, it cannot load without them),
+  pip_install --no-deps --no-compile "torch==2.14.1"
+  # except the headers of the CUDA libraries ATen/cuda/CUDAContext.h includes (cuBLAS, cuSPARSE,
+  # cuSOLVER), which the nvcc toolkit lacks: the NVIDIA wheels of torch's own cuda-toolkit pin.
+  # kbuild adds their include folders to CUDA builds.
+  cuda_toolkit=$(.venv-cu130/bin/python -c 'import importlib.metadata as m, re
 print(next(re.search(r"==\s*([\d.]+)", r)[1] for r in m.requires("torch") if r.startswith("cuda-toolkit[")))')
-pip_install "cuda-toolkit[cublas,cusparse,cusolver]==$cuda_toolkit"
-pip_install -e .
+  pip_install "cuda-toolkit[cublas,cusparse,cusolver]==$cuda_toolkit"
+  # A lock on the repository folder keeps this install from writing kbuild's metadata
+  # (tooling/kbuild.egg-info) while the one of scripts/bootstrap.sh does (scripts/test.sh runs the
+  # two side by side; bootstrap.sh installs kbuild first, this script last).
+  (
+    flock 9
+    pip_install -e .
+  ) 9<.
+fi
+[ "$compile" = 1 ] || exit 0
 
 # Each kernel's output streams as it comes, its lines prefixed with [<kernel>], between a start
 # and an end line. Every capability of build.toml is compiled (what a release builds).

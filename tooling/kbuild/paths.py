@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import tempfile
 from pathlib import Path, PurePath, PurePosixPath
 
 from kbuild.errors import KbuildError
@@ -114,16 +115,26 @@ def real_dir(root: Path, rel: str | PurePath) -> Path:
 
 def write_file(root: Path, rel: str | PurePath, data: bytes) -> bool:
     """Write `data` to `root / rel` through real folders only; a symlink at the target is
-    replaced, not followed. Returns whether the file changed."""
+    replaced, not followed. The file is written beside the target and renamed over it, so a
+    reader sees the old contents or the new ones, never part of them. Returns whether the file
+    changed."""
     clean = clean_relative(rel)
     target = real_dir(root, clean.parent) / clean.name
-    if target.is_symlink():
-        target.unlink()
-    elif target.is_dir():
+    if target.is_dir() and not target.is_symlink():
         raise KbuildError(f"{target} is a folder where kbuild writes a file", fix="remove it")
-    elif target.is_file() and target.read_bytes() == data:
+    existing = target.is_file() and not target.is_symlink()
+    if existing and target.read_bytes() == data:
         return False
-    target.write_bytes(data)
+    mode = target.stat().st_mode & 0o777 if existing else 0o644
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{clean.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return True
 
 

@@ -21,7 +21,6 @@ from kbuild.inputs import input_digest
 from kbuild.manifest import load_manifest
 from kbuild.publish import describe, prepare_release, publish_to_folder, publish_to_hub
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 V212 = "torch212-cxx11-cpu-x86_64-linux"
 V213 = "torch213-cxx11-cpu-x86_64-linux"
 BUILD_TOML = """[general]
@@ -243,23 +242,14 @@ def test_folder_publish_replaces_variants(kernel, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def built_relu(tmp_path_factory) -> Path:
-    """kernels/relu with its CPU variant: the repository's build when present, else built here
-    (about a minute)."""
-    kernel = tmp_path_factory.mktemp("relu") / "relu"
-    shutil.copytree(
-        REPO_ROOT / "kernels" / "relu",
-        kernel,
-        ignore=shutil.ignore_patterns(".kbuild", "__pycache__"),
-    )
-    if not (kernel / "CARD.md").exists():
-        shutil.copyfile(DEFAULT_TEMPLATE, kernel / "CARD.md")
-    if not list((kernel / "build").glob("torch*-cpu-*/metadata.json")):
-        from kbuild.build import build_kernel
-        from kbuild.variants import detect_variant
+def built_relu(relu_copy: Path) -> Path:
+    """The session's copy of kernels/relu with its CPU variant (built once a session, shared with
+    test_build and the other tests of relu_copy)."""
+    from kbuild.build import build_kernel
+    from kbuild.variants import detect_variant
 
-        build_kernel(kernel, detect_variant("cpu").name)
-    return kernel
+    build_kernel(relu_copy, detect_variant("cpu").name, log=_quiet)
+    return relu_copy
 
 
 def test_folder_publish_loads_with_kernels(built_relu, tmp_path):
