@@ -101,10 +101,31 @@ def kernel_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def kernelized(model: nn.Module, device: torch.device, mode: Mode = Mode.INFERENCE) -> nn.Module:
-    mapping = {"FP8Linear": {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name="FP8Linear")}}
+def kernelized(
+    model: nn.Module, device: torch.device, mode: Mode = Mode.INFERENCE, layers: tuple[str, ...] = ("FP8Linear",)
+) -> nn.Module:
+    mapping = {name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)} for name in layers}
     with use_kernel_mapping(mapping, inherit_mapping=False):
         return kernelize(model, mode=mode, device=device.type, use_fallback=False)
+
+
+def replayed_on(model: nn.Module, x: torch.Tensor, x_next: torch.Tensor) -> torch.Tensor:
+    """model's forward captured in a CUDA graph on x (after warm-up on a side stream), replayed
+    on x_next copied into the captured input: the replay's output."""
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_y = model(static_x)
+    static_x.copy_(x_next)
+    graph.replay()
+    torch.cuda.synchronize()
+    return static_y
 
 
 def error_bound(layer: HostFP8Linear, x: torch.Tensor, got: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
@@ -203,22 +224,13 @@ def test_kernelize_cuda_graph_capture_and_replay(kernel, device, fp8_dtype):
     with torch.no_grad():
         kernelized(model, device)
         expected = model(x_next)
-        static_x = x.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                model(static_x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_y = model(static_x)
-        static_x.copy_(x_next)
-        graph.replay()
-        torch.cuda.synchronize()
+        static_y = replayed_on(model, x, x_next)
         # bfloat16 tolerance: a split-K reduction may sum in another order from call to call.
         torch.testing.assert_close(static_y, expected)
         assert_kernel_ran(kernel, [model.up, model.down], model, x)
+
+
+GATED = ("FP8GatedMLP", "FP8Linear")  # the layers a gated block's kernelization maps
 
 
 @use_kernel_forward_from_hub("FP8GatedMLP")
@@ -245,15 +257,10 @@ def test_kernelize_gated_mlp_runs_the_fused_down_projection(kernel, device, fp8_
     scale blocks)."""
     block = GatedBlock(200, 300, fp8_dtype, device)
     x = torch.rand(3, 5, 200, generator=torch.Generator().manual_seed(10)).to(device, torch.bfloat16)
-    mapping = {
-        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
-        for name in ("FP8GatedMLP", "FP8Linear")
-    }
     mode = Mode.INFERENCE | Mode.TORCH_COMPILE if compiled else Mode.INFERENCE
     with torch.no_grad():
         reference = GatedBlock.forward(block, x)
-        with use_kernel_mapping(mapping, inherit_mapping=False):
-            kernelize(block, mode=mode, device=device.type, use_fallback=False)
+        kernelized(block, device, mode, GATED)
         assert block.forward.__func__ is kernel.layers.FP8GatedMLP.forward
         run = block
         if compiled:
@@ -275,12 +282,7 @@ def test_kernelize_gated_mlp_runs_the_fused_down_projection(kernel, device, fp8_
 def test_kernelize_gated_mlp_names_the_projection_at_fault(device, fp8_dtype):
     block = GatedBlock(256, 128, fp8_dtype, device)
     block.down_proj.block_size = (128, 64)
-    mapping = {
-        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
-        for name in ("FP8GatedMLP", "FP8Linear")
-    }
-    with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
+    kernelized(block, device, layers=GATED)
     with pytest.raises(ValueError, match=r"FP8GatedMLP.down_proj: block_size must be \(128, 128\)"):
         block(torch.rand(2, 256, device=device, dtype=torch.bfloat16))
 
@@ -289,12 +291,7 @@ def test_kernelize_gated_mlp_names_the_projection_at_fault(device, fp8_dtype):
 def test_kernelize_gated_mlp_refuses_another_activation(device, fp8_dtype):
     block = GatedBlock(256, 128, fp8_dtype, device)
     block.act_fn = nn.GELU()
-    mapping = {
-        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
-        for name in ("FP8GatedMLP", "FP8Linear")
-    }
-    with use_kernel_mapping(mapping, inherit_mapping=False):
-        kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
+    kernelized(block, device, layers=GATED)
     with pytest.raises(ValueError, match="FP8GatedMLP: computes SiLU, but the block's act_fn is GELU"):
         block(torch.rand(2, 256, device=device, dtype=torch.bfloat16))
 
@@ -305,25 +302,8 @@ def test_kernelize_gated_mlp_cuda_graph_capture_and_replay(kernel, device, fp8_d
     block = GatedBlock(7168, 2048, fp8_dtype, device)
     generator = torch.Generator().manual_seed(11)
     x, x_next = (torch.rand(16, 7168, generator=generator).to(device, torch.bfloat16) for _ in range(2))
-    mapping = {
-        name: {device.type: LocalLayerRepository(repo_path=kernel_dir(), layer_name=name)}
-        for name in ("FP8GatedMLP", "FP8Linear")
-    }
     with torch.no_grad():
-        with use_kernel_mapping(mapping, inherit_mapping=False):
-            kernelize(block, mode=Mode.INFERENCE, device=device.type, use_fallback=False)
+        kernelized(block, device, layers=GATED)
         expected = block(x_next)
-        static_x = x.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                block(static_x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_y = block(static_x)
-        static_x.copy_(x_next)
-        graph.replay()
-        torch.cuda.synchronize()
+        static_y = replayed_on(block, x, x_next)
         assert torch.equal(static_y, expected)
