@@ -6,6 +6,7 @@
 
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/gemm_args.h"
+#include "gemm_common/moe_args.h"
 
 typedef struct CUstream_st* cudaStream_t;
 typedef struct ihipStream_t* hipStream_t;
@@ -40,5 +41,17 @@ Status quantize_rocm(const QuantizeArgs& args, hipStream_t stream);
 // SiLU-and-mul in the input's dtype (the CPU's is in the binding, through ATen).
 Status silu_mul_cuda(const SiluMulArgs& args, cudaStream_t stream);
 Status silu_mul_rocm(const SiluMulArgs& args, hipStream_t stream);
+
+// Mixture-of-experts routing and combine (gemm_common/moe_args.h): gemm_cpu/moe_cpu.cpp,
+// gemm_cuda/moe.cu, gemm_rocm/moe_rocm.hip. At most 4096 experts on GPUs.
+Status route_cpu(const RouteArgs& args);
+Status route_cuda(const RouteArgs& args, cudaStream_t stream);
+Status route_rocm(const RouteArgs& args, hipStream_t stream);
+Status combine_cpu(const CombineArgs& args);
+Status combine_cuda(const CombineArgs& args, cudaStream_t stream);
+Status combine_rocm(const CombineArgs& args, hipStream_t stream);
+// The grouped GEMM in one launch where the Hopper path takes it (sets *launched); otherwise the
+// caller runs gemm_cuda once per expert (expert_gemm()).
+Status grouped_gemm_cuda(const GroupedGemmArgs& args, cudaStream_t stream, bool* launched);
 
 }  // namespace fp8gemm

@@ -22,6 +22,7 @@
 #include <cstddef>
 
 #include "gemm_common/gemm_args.h"
+#include "gemm_common/moe_args.h"
 
 namespace fp8gemm::sm90 {
 
@@ -39,5 +40,11 @@ __attribute__((weak, visibility("hidden"))) Status force_config(int block_m, int
 __attribute__((weak, visibility("hidden"))) Status try_gemm(const GemmArgs& args, void* workspace,
                                                             size_t workspace_size, cudaStream_t stream,
                                                             bool* launched);
+
+// Queues the grouped (mixture-of-experts) GEMM for args on stream and sets *launched, or declines
+// (*launched = false, kOk): the binding then loops over the experts with gemm_cuda. Everything it
+// needs to know about the rows is read on the device (no host synchronization, capturable).
+__attribute__((weak, visibility("hidden"))) Status try_grouped_gemm(const GroupedGemmArgs& args,
+                                                                    cudaStream_t stream, bool* launched);
 
 }  // namespace fp8gemm::sm90

@@ -6,23 +6,11 @@
 
 #include "gemm_common/launchers.h"
 #include "gemm_common/quantize_kernel.cuh"
+#include "gemm_rocm/hip_launch.h"
 
 namespace fp8gemm {
-namespace {
 
-// Queues kernel on `blocks` x kThreads threads of `stream`.
-struct Launcher {
-  hipStream_t stream;
-
-  template <typename... Params, typename... Args>
-  Status operator()(void (*kernel)(Params...), unsigned blocks, const Args&... args) const {
-    kernel<<<blocks, quantize_gpu::kThreads, 0, stream>>>(Params(args)...);
-    const hipError_t err = hipGetLastError();
-    return err == hipSuccess ? kOk : hipGetErrorString(err);
-  }
-};
-
-}  // namespace
+using hip_launch::Launcher;
 
 Status quantize_rocm(const QuantizeArgs& args, hipStream_t stream) {
   return quantize_gpu::launch_quantize(args, Launcher{stream});

@@ -13,6 +13,7 @@
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
+#include "moe_binding.h"
 #include "registration.h"
 
 #if defined(CUDA_KERNEL)
@@ -559,6 +560,24 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("silu_and_mul", torch::kCUDA, &silu_and_mul);
   ops.impl("fp8_linear", torch::kCUDA, &fp8_linear);
   ops.impl("silu_and_mul_fp8_linear", torch::kCUDA, &silu_and_mul_fp8_linear);
+#endif
+  ops.def("moe_route(Tensor top_k_index, int num_experts) -> (Tensor, Tensor, Tensor)");
+  ops.def(
+      "grouped_gemm_nt(Tensor! out, Tensor a, Tensor a_scale, Tensor? row_index, Tensor b, Tensor b_scale, "
+      "Tensor expert_rows, bool masked) -> ()");
+  ops.def("moe_combine(Tensor rows, Tensor slot_row, Tensor top_k_weights, ScalarType out_dtype) -> Tensor");
+  ops.def(
+      "fp8_experts(Tensor x, Tensor top_k_index, Tensor top_k_weights, Tensor w_in, Tensor w_in_scale, "
+      "Tensor w_out, Tensor w_out_scale, bool gated) -> Tensor");
+  ops.impl("moe_route", torch::kCPU, &moe_route);
+  ops.impl("grouped_gemm_nt", torch::kCPU, &grouped_gemm_nt);
+  ops.impl("moe_combine", torch::kCPU, &moe_combine);
+  ops.impl("fp8_experts", torch::kCPU, &fp8_experts);
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  ops.impl("moe_route", torch::kCUDA, &moe_route);
+  ops.impl("grouped_gemm_nt", torch::kCUDA, &grouped_gemm_nt);
+  ops.impl("moe_combine", torch::kCUDA, &moe_combine);
+  ops.impl("fp8_experts", torch::kCUDA, &fp8_experts);
 #endif
   ops.def("force_general_path(bool force) -> ()", &force_general_path);
   ops.def("general_path_forced() -> bool", &general_path_forced);

@@ -10,6 +10,14 @@ import torch
 from ._ops import add_op_namespace_prefix, ops
 from ._scale import SCALE_BLOCK as SCALE_BLOCK
 from ._scale import ceil_div as ceil_div  # for layers.py
+from .experts import (
+    fp8_experts,
+    fp8_experts_forward,
+    grouped_gemm_nt_contiguous,
+    grouped_gemm_nt_masked,
+    moe_combine,
+    moe_route,
+)
 
 __all__ = [
     "gemm",
@@ -22,6 +30,12 @@ __all__ = [
     "quantize_per_block",
     "force_general_path",
     "force_tile_config",
+    "moe_route",
+    "grouped_gemm_nt_contiguous",
+    "grouped_gemm_nt_masked",
+    "moe_combine",
+    "fp8_experts",
+    "fp8_experts_forward",
 ]
 
 _FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)

@@ -5,15 +5,17 @@ whose ``forward`` it replaces. ``Fp8Linear`` is a standalone module with that st
 same ``forward``, for building a layer yourself. ``SiluAndMul`` is the activation layer of
 gated MLPs under the name activation kernels use, so ``kernelize`` can map it too.
 ``FP8GatedMLP`` replaces a whole gated MLP block of FP8 linear layers: its down projection
-quantizes ``silu(gate) * up`` in one kernel, with no bfloat16 intermediate.
+quantizes ``silu(gate) * up`` in one kernel, with no bfloat16 intermediate. ``FP8Experts``
+replaces the forward of transformers' FP8 experts block (a mixture of experts' routed experts).
 """
 
 import torch
 from torch import nn
 
 from . import SCALE_BLOCK, ceil_div, fp8_linear, quantize_per_block, silu_and_mul, silu_and_mul_fp8_linear
+from .experts import fp8_experts_forward
 
-__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP"]
+__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP", "FP8Experts"]
 
 BLOCK_SIZE = (SCALE_BLOCK, SCALE_BLOCK)
 
@@ -176,3 +178,22 @@ def _check_silu(block: nn.Module) -> None:
             f"FP8GatedMLP: computes SiLU, but the block's act_fn is {type(act_fn).__name__}; "
             "map this block to a kernel for its activation"
         )
+
+
+class FP8Experts(nn.Module):
+    """Replaces the forward of a mixture of experts' FP8 experts block, ``forward(hidden_states,
+    top_k_index, top_k_weights)``, on the state of transformers' ``FP8Experts``: ``gate_up_proj``
+    ``(E, 2I, H)`` and ``down_proj`` ``(E, H, I)`` FP8 with their ``*_scale_inv`` (one float32 per
+    128x128 block), ``block_size`` ``(128, 128)``, ``act_fn`` SiLU. Forward-only, for
+    ``kernelize`` (layer name ``"FP8Experts"``); it is :func:`gemm.fp8_experts_forward`, which
+    transformers can also take directly through ``FP8ExpertsInterface``. Works under
+    ``torch.compile`` and CUDA graphs (on Hopper); no backward.
+    """
+
+    can_torch_compile: bool = True
+    has_backward: bool = False
+
+    def forward(
+        self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+    ) -> torch.Tensor:
+        return fp8_experts_forward(self, hidden_states, top_k_index, top_k_weights)

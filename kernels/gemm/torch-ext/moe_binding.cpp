@@ -1,0 +1,475 @@
+// Torch binding of the mixture-of-experts ops: routing, the grouped FP8 GEMM (contiguous and
+// masked layouts), the weighted combine, and fp8_experts, the whole experts block in one call.
+// Descriptions: gemm_common/moe_args.h. Every input is checked here with a message that names it.
+#include "moe_binding.h"
+
+#include <torch/all.h>
+
+#include <algorithm>
+
+#include "gemm_common/launchers.h"
+#include "gemm_common/moe_args.h"
+#include "torch_binding.h"
+
+#if defined(CUDA_KERNEL)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#elif defined(ROCM_KERNEL)
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#endif
+
+namespace {
+
+using fp8gemm::CombineArgs;
+using fp8gemm::GroupedGemmArgs;
+using fp8gemm::RouteArgs;
+
+constexpr int64_t kMaxExperts = 4096;
+
+void check_status(const char* op, fp8gemm::Status status) {
+  TORCH_CHECK(status == fp8gemm::kOk, op, ": ", status);
+}
+
+bool is_fp8(at::ScalarType t) { return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz; }
+
+fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kBFloat16:
+      return fp8gemm::InputType::BF16;
+    case at::kHalf:
+      return fp8gemm::InputType::F16;
+    case at::kFloat:
+      return fp8gemm::InputType::F32;
+    default:
+      TORCH_CHECK(false, op, ": ", name, " must be bfloat16, float16 or float32, got ", t.scalar_type());
+  }
+}
+
+void check_device(const char* op, const torch::Device& device) {
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  TORCH_CHECK(device.is_cpu() || device.is_cuda(), op, ": tensors must be on a GPU or the CPU, got ", device);
+#else
+  TORCH_CHECK(device.is_cpu(), op, ": this build runs on the CPU only; tensors are on ", device);
+#endif
+}
+
+void same_device(const char* op, const torch::Tensor& first, const char* name, const torch::Tensor& t) {
+  TORCH_CHECK(t.device() == first.device(), op, ": all tensors must be on one device; got ", first.device(),
+              " and ", name, " on ", t.device());
+}
+
+#if defined(ROCM_KERNEL)
+hipStream_t hip_stream(const torch::Device& device) {
+  const c10::impl::VirtualGuardImpl device_impl(device.type());
+  return static_cast<hipStream_t>(device_impl.getStream(device).native_handle());
+}
+#endif
+
+// ---- routing ----
+
+struct Routing {
+  torch::Tensor offsets, row_token, slot_row;
+};
+
+Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
+  TORCH_CHECK(ids.defined() && ids.dim() == 2, op, ": top_k_index must be 2-D (tokens, top_k), got ",
+              ids.defined() ? ids.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(ids.scalar_type() == at::kLong || ids.scalar_type() == at::kInt, op,
+              ": top_k_index must be int64 or int32, got ", ids.scalar_type());
+  TORCH_CHECK(experts >= 1 && experts <= kMaxExperts, op, ": num_experts must be 1..", kMaxExperts, ", got ",
+              experts);
+  const int64_t slots = ids.size(0) * ids.size(1);
+  TORCH_CHECK(slots < (int64_t(1) << 31), op, ": at most 2^31 - 1 (token, expert) pairs, got ", slots);
+  const auto i32 = torch::TensorOptions().dtype(torch::kInt).device(ids.device());
+  Routing r{torch::empty({experts + 1}, i32), torch::empty({slots}, i32), torch::empty({slots}, i32)};
+  RouteArgs args;
+  args.tokens = ids.size(0);
+  args.top_k = int32_t(ids.size(1));
+  args.experts = int32_t(experts);
+  args.ids = ids.data_ptr();
+  args.id_type = ids.scalar_type() == at::kLong ? fp8gemm::IndexType::I64 : fp8gemm::IndexType::I32;
+  args.ids_stride_t = ids.stride(0);
+  args.ids_stride_j = ids.stride(1);
+  args.offsets = r.offsets.data_ptr<int32_t>();
+  args.row_token = r.row_token.data_ptr<int32_t>();
+  args.slot_row = r.slot_row.data_ptr<int32_t>();
+  if (ids.device().is_cpu()) {
+    check_status(op, fp8gemm::route_cpu(args));
+  } else {
+#if defined(CUDA_KERNEL)
+    check_status(op, fp8gemm::route_cuda(args, c10::cuda::getCurrentCUDAStream()));
+#elif defined(ROCM_KERNEL)
+    check_status(op, fp8gemm::route_rocm(args, hip_stream(ids.device())));
+#endif
+  }
+  return r;
+}
+
+// ---- the grouped GEMM ----
+
+// b (E, N, K) FP8 and its scales (E, ceil(N/128), ceil(K/128)); returns N.
+int64_t check_expert_weights(const char* op, const char* name, const torch::Tensor& b,
+                             const torch::Tensor& scale, int64_t experts, int64_t K) {
+  TORCH_CHECK(b.defined() && b.dim() == 3, op, ": ", name, " must be 3-D (experts, N, K), got ",
+              b.defined() ? b.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(is_fp8(b.scalar_type()), op, ": ", name, " must be float8_e4m3fn or float8_e4m3fnuz, got ",
+              b.scalar_type());
+  TORCH_CHECK(b.size(0) == experts && b.size(2) == K, op, ": ", name, " must be (", experts, ", N, ", K,
+              "), got ", b.sizes());
+  const int64_t N = b.size(1);
+  const int64_t nb = fp8gemm::ceil_div(N, fp8gemm::kScaleBlock),
+                kb = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
+  TORCH_CHECK(scale.defined() && scale.scalar_type() == at::kFloat && scale.dim() == 3 &&
+                  scale.size(0) == experts && scale.size(1) == nb && scale.size(2) == kb,
+              op, ": ", name, "_scale_inv must be float32 (", experts, ", ", nb, ", ", kb, "), got ",
+              scale.defined() ? scale.scalar_type() : at::ScalarType::Undefined, " ",
+              scale.defined() ? scale.sizes() : at::IntArrayRef{});
+  same_device(op, b, name, scale);
+  return N;
+}
+
+GroupedGemmArgs describe_grouped(const torch::Tensor& b, const torch::Tensor& b_scale, torch::Tensor& out,
+                                 const torch::Tensor& expert_rows, bool masked) {
+  GroupedGemmArgs g;
+  g.experts = b.size(0);
+  g.N = b.size(1);
+  g.K = b.size(2);
+  g.masked = masked;
+  g.expert_rows = expert_rows.data_ptr<int32_t>();
+  g.format =
+      b.scalar_type() == at::kFloat8_e4m3fnuz ? fp8gemm::Fp8Format::E4M3FNUZ : fp8gemm::Fp8Format::E4M3FN;
+  g.b = static_cast<const uint8_t*>(b.data_ptr());
+  g.b_stride_e = b.stride(0);
+  g.b_stride_n = b.stride(1);
+  g.b_stride_k = b.stride(2);
+  g.b_scale = b_scale.data_ptr<float>();
+  g.b_scale_stride_e = b_scale.stride(0);
+  g.b_scale_stride_nb = b_scale.stride(1);
+  g.b_scale_stride_kb = b_scale.stride(2);
+  g.out = reinterpret_cast<uint16_t*>(out.data_ptr());
+  g.out_stride_m = out.stride(-2);
+  g.out_stride_n = out.stride(-1);
+  return g;
+}
+
+void run_dense(const char* op, const fp8gemm::GemmArgs& args, const torch::Device& device) {
+  if (args.M == 0 || args.N == 0) return;
+  if (device.is_cpu()) {
+    check_status(op, fp8gemm::gemm_cpu(args));
+    return;
+  }
+#if defined(CUDA_KERNEL)
+  int major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
+  const size_t bytes = fp8gemm::gemm_cuda_workspace_bytes(args, 10 * major + minor);
+  const torch::Tensor workspace =
+      bytes == 0 ? torch::Tensor()
+                 : torch::empty({int64_t(bytes)}, torch::dtype(torch::kUInt8).device(device));
+  check_status(op, fp8gemm::gemm_cuda(args, bytes == 0 ? nullptr : workspace.data_ptr(), bytes,
+                                      c10::cuda::getCurrentCUDAStream()));
+#elif defined(ROCM_KERNEL)
+  const size_t bytes = fp8gemm::gemm_rocm_workspace_bytes(args);
+  const torch::Tensor workspace =
+      bytes == 0 ? torch::Tensor()
+                 : torch::empty({int64_t(bytes)}, torch::dtype(torch::kUInt8).device(device));
+  check_status(
+      op, fp8gemm::gemm_rocm(args, bytes == 0 ? nullptr : workspace.data_ptr(), bytes, hip_stream(device)));
+#endif
+}
+
+#if defined(CUDA_KERNEL)
+// Rows per expert from which, outside a CUDA graph capture, one dense GEMM per expert (the wgmma
+// tiles) beats the one-launch grouped kernel, whose weight tiles are re-read per 16 rows
+// (H200, examples/fp8_moe.py: 512 tokens x top-8 over 256 experts, 16 rows each, and more).
+constexpr int64_t kDenseLoopRowsPerExpert = 12;
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+bool grouped_kernel_preferred(const GroupedGemmArgs& g, cudaStream_t stream) {
+  const int64_t experts_used = g.masked ? g.experts : std::min(g.experts, g.rows);
+  const int64_t rows_per_expert =
+      g.masked ? g.capacity : fp8gemm::ceil_div(g.rows, std::max<int64_t>(experts_used, 1));
+  return rows_per_expert < kDenseLoopRowsPerExpert || capturing(stream);
+}
+#endif
+
+// One launch where the Hopper path takes the problem (always inside a CUDA graph capture, and for
+// few rows per expert); otherwise one dense GEMM per expert that owns rows, after reading the
+// offsets or counts on the host (a synchronization).
+void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, const torch::Tensor& a_scale,
+                 const torch::Tensor& row_index, const torch::Tensor& expert_rows) {
+  const torch::Device device = a.device();
+  g.a_rows = a.size(0);
+  if (g.rows == 0 || g.N == 0) return;
+#if defined(CUDA_KERNEL)
+  if (device.is_cuda()) {
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+    bool launched = false;
+    if (grouped_kernel_preferred(g, stream))
+      check_status(op, fp8gemm::grouped_gemm_cuda(g, stream, &launched));
+    if (launched) return;
+  }
+#endif
+  const torch::Tensor host_rows = expert_rows.to(torch::kCPU);
+  g.expert_rows = host_rows.data_ptr<int32_t>();
+  torch::Tensor rows_a = a, rows_scale = a_scale;
+  if (row_index.defined()) {  // gather the token rows of every owned row once
+    const int64_t used = host_rows.data_ptr<int32_t>()[g.experts];
+    TORCH_CHECK(used >= 0 && used <= g.rows, op, ": offsets[-1] must be within 0..", g.rows, ", got ", used);
+    const torch::Tensor index = row_index.narrow(0, 0, used).to(torch::kLong);
+    TORCH_CHECK(used == 0 || (index.min().item<int64_t>() >= 0 && index.max().item<int64_t>() < a.size(0)),
+                op, ": row_index must hold rows of a (0..", a.size(0) - 1, ")");
+    rows_a = a.index_select(0, index);
+    rows_scale = a_scale.index_select(0, index);
+  }
+  g.a = static_cast<const uint8_t*>(rows_a.data_ptr());
+  g.a_stride_m = rows_a.stride(0);
+  g.a_stride_k = rows_a.stride(1);
+  g.a_scale = rows_scale.data_ptr<float>();
+  g.a_scale_stride_m = rows_scale.stride(0);
+  g.a_scale_stride_kb = rows_scale.stride(1);
+  for (int64_t e = 0; e < g.experts; ++e) {
+    int64_t first = 0;
+    const int64_t count = fp8gemm::expert_row_range(g, e, &first);
+    if (count > 0) run_dense(op, fp8gemm::expert_gemm(g, e, first, count), device);
+  }
+}
+
+void set_a(GroupedGemmArgs& g, const torch::Tensor& a, const torch::Tensor& a_scale,
+           const torch::Tensor& row_index) {
+  g.a = static_cast<const uint8_t*>(a.data_ptr());
+  g.a_stride_m = a.stride(0);
+  g.a_stride_k = a.stride(1);
+  g.a_scale = a_scale.data_ptr<float>();
+  g.a_scale_stride_m = a_scale.stride(0);
+  g.a_scale_stride_kb = a_scale.stride(1);
+  g.row_index = row_index.defined() ? row_index.data_ptr<int32_t>() : nullptr;
+}
+
+// ---- combine ----
+
+torch::Tensor combine(const char* op, const torch::Tensor& rows, const torch::Tensor& slot_row,
+                      const torch::Tensor& weights, at::ScalarType out_dtype) {
+  const int64_t tokens = weights.size(0), top_k = weights.size(1), hidden = rows.size(1);
+  const bool bf16_out = out_dtype == at::kBFloat16;
+  torch::Tensor out =
+      torch::empty({tokens, hidden}, rows.options().dtype(bf16_out ? at::kBFloat16 : at::kFloat));
+  CombineArgs args;
+  args.tokens = tokens;
+  args.hidden = hidden;
+  args.top_k = int32_t(top_k);
+  args.rows = reinterpret_cast<const uint16_t*>(rows.data_ptr());
+  args.rows_stride = rows.stride(0);
+  args.slot_row = slot_row.data_ptr<int32_t>();
+  args.weights = weights.data_ptr();
+  args.weight_type = float_type(op, "top_k_weights", weights);
+  args.weights_stride_t = weights.stride(0);
+  args.weights_stride_j = weights.stride(1);
+  args.out = out.data_ptr();
+  args.out_type = bf16_out ? fp8gemm::InputType::BF16 : fp8gemm::InputType::F32;
+  args.out_stride = hidden;
+  if (tokens > 0 && hidden > 0) {
+    if (rows.device().is_cpu()) {
+      check_status(op, fp8gemm::combine_cpu(args));
+    } else {
+#if defined(CUDA_KERNEL)
+      check_status(op, fp8gemm::combine_cuda(args, c10::cuda::getCurrentCUDAStream()));
+#elif defined(ROCM_KERNEL)
+      check_status(op, fp8gemm::combine_rocm(args, hip_stream(rows.device())));
+#endif
+    }
+  }
+  return bf16_out || out_dtype == at::kFloat ? out : out.to(out_dtype);
+}
+
+void check_routing_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& ids,
+                          const torch::Tensor& weights) {
+  TORCH_CHECK(ids.defined() && weights.defined(), op, ": top_k_index and top_k_weights are required");
+  TORCH_CHECK(weights.dim() == 2 && ids.dim() == 2 && weights.sizes() == ids.sizes(), op,
+              ": top_k_weights must have top_k_index's shape (tokens, top_k), got ", weights.sizes(), " and ",
+              ids.sizes());
+  TORCH_CHECK(ids.size(0) == x.size(0), op, ": top_k_index must have one row per token (", x.size(0),
+              "), got ", ids.size(0));
+  float_type(op, "top_k_weights", weights);
+  same_device(op, x, "top_k_index", ids);
+  same_device(op, x, "top_k_weights", weights);
+}
+
+// Ids outside [0, E] are refused where that is free (CPU tensors); on a GPU they are treated as
+// "no expert" like E itself, since checking would wait for the device.
+void check_ids_on_cpu(const char* op, const torch::Tensor& ids, int64_t experts) {
+  if (!ids.device().is_cpu() || ids.numel() == 0) return;
+  const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  TORCH_CHECK(lo >= 0 && hi <= experts, op, ": top_k_index must hold expert ids 0..", experts - 1, " (or ",
+              experts, " for no expert), got values from ", lo, " to ", hi);
+}
+
+}  // namespace
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> moe_route(const torch::Tensor& top_k_index,
+                                                                  int64_t num_experts) {
+  const char* op = "moe_route";
+  TORCH_CHECK(top_k_index.defined(), op, ": top_k_index is an undefined tensor");
+  check_device(op, top_k_index.device());
+  const c10::OptionalDeviceGuard guard(top_k_index.device());
+  check_ids_on_cpu(op, top_k_index, num_experts);
+  Routing r = route(op, top_k_index, num_experts);
+  return {r.offsets, r.row_token, r.slot_row};
+}
+
+void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& a_scale,
+                     const std::optional<torch::Tensor>& row_index, const torch::Tensor& b,
+                     const torch::Tensor& b_scale, const torch::Tensor& expert_rows, bool masked) {
+  const char* op = masked ? "grouped_gemm_nt_masked" : "grouped_gemm_nt_contiguous";
+  TORCH_CHECK(out.defined() && a.defined() && a_scale.defined() && expert_rows.defined(), op,
+              ": out, a, a_scale and the expert rows are required");
+  check_device(op, a.device());
+  for (const auto& [name, t] : {std::pair<const char*, const torch::Tensor*>{"out", &out},
+                                {"a_scale", &a_scale},
+                                {"b", &b},
+                                {"expert_rows", &expert_rows}})
+    same_device(op, a, name, *t);
+  TORCH_CHECK(is_fp8(a.scalar_type()) && a.scalar_type() == b.scalar_type(), op,
+              ": a must be FP8 with b's dtype ", b.scalar_type(), ", got ", a.scalar_type());
+  const int64_t experts = b.dim() == 3 ? b.size(0) : 0, K = a.size(-1);
+  TORCH_CHECK(experts >= 1, op, ": b must be 3-D (experts, N, K), got ", b.sizes());
+  const int64_t N = check_expert_weights(op, "b", b, b_scale, experts, K);
+  const int64_t kb = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
+  TORCH_CHECK(expert_rows.scalar_type() == at::kInt && expert_rows.dim() == 1 &&
+                  expert_rows.size(0) == (masked ? experts : experts + 1),
+              op, ": ", masked ? "masked_m (counts)" : "offsets", " must be int32 (",
+              masked ? experts : experts + 1, "), got ", expert_rows.scalar_type(), " ", expert_rows.sizes());
+  const torch::Tensor rows_of = expert_rows.contiguous();
+  TORCH_CHECK(out.scalar_type() == at::kBFloat16, op, ": out must be bfloat16, got ", out.scalar_type());
+  const c10::OptionalDeviceGuard guard(a.device());
+  GroupedGemmArgs g = describe_grouped(b, b_scale, out, rows_of, masked);
+  torch::Tensor index;
+  if (masked) {
+    TORCH_CHECK(a.dim() == 3 && a.size(0) == experts, op, ": a must be (", experts, ", capacity, ", K,
+                "), got ", a.sizes());
+    const int64_t capacity = a.size(1);
+    TORCH_CHECK(a_scale.scalar_type() == at::kFloat && a_scale.dim() == 3 && a_scale.size(0) == experts &&
+                    a_scale.size(1) == capacity && a_scale.size(2) == kb,
+                op, ": a_scale must be float32 (", experts, ", ", capacity, ", ", kb, "), got ",
+                a_scale.sizes());
+    TORCH_CHECK(out.dim() == 3 && out.size(0) == experts && out.size(1) == capacity && out.size(2) == N, op,
+                ": out must be (", experts, ", ", capacity, ", ", N, "), got ", out.sizes());
+    TORCH_CHECK(!row_index.has_value() || !row_index->defined(), op,
+                ": row_index is for the contiguous layout");
+    // (E, capacity, .) as (E * capacity, .): the experts' blocks of rows must be evenly spaced.
+    TORCH_CHECK(a.stride(0) == capacity * a.stride(1) && a_scale.stride(0) == capacity * a_scale.stride(1) &&
+                    out.stride(0) == capacity * out.stride(1),
+                op,
+                ": a, a_scale and out must hold each expert's rows as one block (e.g. contiguous tensors)");
+    g.capacity = capacity;
+    g.rows = experts * capacity;
+    set_a(g, a.flatten(0, 1), a_scale.flatten(0, 1), index);
+    run_grouped(op, g, a.flatten(0, 1), a_scale.flatten(0, 1), index, rows_of);
+    return;
+  }
+  TORCH_CHECK(a.dim() == 2, op, ": a must be 2-D (rows, K), got ", a.sizes());
+  TORCH_CHECK(a_scale.scalar_type() == at::kFloat && a_scale.dim() == 2 && a_scale.size(0) == a.size(0) &&
+                  a_scale.size(1) == kb,
+              op, ": a_scale must be float32 (", a.size(0), ", ", kb, "), got ", a_scale.sizes());
+  TORCH_CHECK(out.dim() == 2 && out.size(1) == N, op, ": out must be (rows, ", N, "), got ", out.sizes());
+  if (row_index.has_value() && row_index->defined()) {
+    TORCH_CHECK(
+        row_index->scalar_type() == at::kInt && row_index->dim() == 1 && row_index->size(0) == out.size(0),
+        op, ": row_index must be int32 (", out.size(0), "), got ", row_index->scalar_type(), " ",
+        row_index->sizes());
+    same_device(op, a, "row_index", *row_index);
+    index = row_index->contiguous();
+  } else {
+    TORCH_CHECK(a.size(0) == out.size(0), op, ": without row_index, a and out must have as many rows; got ",
+                a.size(0), " and ", out.size(0));
+  }
+  g.rows = out.size(0);
+  set_a(g, a, a_scale, index);
+  run_grouped(op, g, a, a_scale, index, rows_of);
+}
+
+torch::Tensor moe_combine(const torch::Tensor& rows, const torch::Tensor& slot_row,
+                          const torch::Tensor& top_k_weights, at::ScalarType out_dtype) {
+  const char* op = "moe_combine";
+  TORCH_CHECK(rows.defined() && slot_row.defined() && top_k_weights.defined(), op,
+              ": rows, slot_row and top_k_weights are required");
+  check_device(op, rows.device());
+  same_device(op, rows, "slot_row", slot_row);
+  same_device(op, rows, "top_k_weights", top_k_weights);
+  TORCH_CHECK(rows.dim() == 2 && rows.scalar_type() == at::kBFloat16 && rows.stride(1) == 1, op,
+              ": rows must be bfloat16 (rows, hidden) with contiguous rows, got ", rows.scalar_type(), " ",
+              rows.sizes());
+  TORCH_CHECK(top_k_weights.dim() == 2, op, ": top_k_weights must be (tokens, top_k), got ",
+              top_k_weights.sizes());
+  TORCH_CHECK(slot_row.scalar_type() == at::kInt && slot_row.dim() == 1 &&
+                  slot_row.size(0) == top_k_weights.numel() && slot_row.is_contiguous(),
+              op, ": slot_row must be contiguous int32 (", top_k_weights.numel(), "), got ",
+              slot_row.sizes());
+  TORCH_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
+              ": out_dtype must be bfloat16, float16 or float32, got ", out_dtype);
+  if (rows.device().is_cpu() && slot_row.numel() > 0) {
+    const int64_t lo = slot_row.min().item<int64_t>(), hi = slot_row.max().item<int64_t>();
+    TORCH_CHECK(lo >= -1 && hi < rows.size(0), op, ": slot_row must hold rows 0..", rows.size(0) - 1,
+                " or -1");
+  }
+  const c10::OptionalDeviceGuard guard(rows.device());
+  return combine(op, rows, slot_row, top_k_weights, out_dtype);
+}
+
+torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_index,
+                          const torch::Tensor& top_k_weights, const torch::Tensor& w_in,
+                          const torch::Tensor& w_in_scale, const torch::Tensor& w_out,
+                          const torch::Tensor& w_out_scale, bool gated) {
+  const char* op = "fp8_experts";
+  TORCH_CHECK(x.defined() && x.dim() == 2, op, ": hidden_states must be 2-D (tokens, hidden), got ",
+              x.defined() ? x.sizes() : at::IntArrayRef{});
+  float_type(op, "hidden_states", x);
+  check_device(op, x.device());
+  check_routing_inputs(op, x, top_k_index, top_k_weights);
+  const int64_t hidden = x.size(1), experts = w_in.dim() == 3 ? w_in.size(0) : 0;
+  TORCH_CHECK(experts >= 1, op, ": ", gated ? "gate_up_proj" : "up_proj",
+              " must be 3-D (experts, N, hidden), got ", w_in.sizes());
+  const int64_t n_in =
+      check_expert_weights(op, gated ? "gate_up_proj" : "up_proj", w_in, w_in_scale, experts, hidden);
+  TORCH_CHECK(!gated || n_in % 2 == 0, op,
+              ": gate_up_proj must have an even number of rows (gate | up), got ", n_in);
+  const int64_t inner = gated ? n_in / 2 : n_in;
+  const int64_t n_out = check_expert_weights(op, "down_proj", w_out, w_out_scale, experts, inner);
+  TORCH_CHECK(n_out == hidden, op, ": down_proj must be (", experts, ", ", hidden, ", ", inner, "), got ",
+              w_out.sizes());
+  same_device(op, x, "gate_up_proj", w_in);
+  same_device(op, x, "down_proj", w_out);
+  TORCH_CHECK(w_out.scalar_type() == w_in.scalar_type(), op,
+              ": down_proj must have the dtype of the first projection");
+  const c10::OptionalDeviceGuard guard(x.device());
+  check_ids_on_cpu(op, top_k_index, experts);
+  const int64_t tokens = x.size(0);
+  if (tokens == 0 || top_k_index.size(1) == 0) return torch::zeros_like(x);
+
+  const Routing r = route(op, top_k_index, experts);
+  const int64_t rows = r.row_token.size(0);
+  const at::ScalarType fp8 = w_in.scalar_type();
+  const auto [xq, x_scale] = quantize(x, fp8, false);
+  torch::Tensor h = torch::empty({rows, n_in}, x.options().dtype(at::kBFloat16));
+  GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
+  g1.rows = rows;
+  g1.after_quantize = true;
+  set_a(g1, xq, x_scale, r.row_token);
+  run_grouped(op, g1, xq, x_scale, r.row_token, r.offsets);
+
+  const auto [hq, h_scale] = gated ? quantize(h, fp8, true) : quantize(at::silu(h), fp8, false);
+  torch::Tensor y = torch::empty({rows, hidden}, x.options().dtype(at::kBFloat16));
+  GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
+  g2.rows = rows;
+  g2.after_quantize = true;
+  set_a(g2, hq, h_scale, torch::Tensor());
+  run_grouped(op, g2, hq, h_scale, torch::Tensor(), r.offsets);
+  return combine(op, y, r.slot_row, top_k_weights, x.scalar_type());
+}
