@@ -3,6 +3,8 @@ plays one attack with the command line a workflow runs (attack files under data/
 
 import json
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,67 @@ def test_the_api_probe_runs_a_published_build_without_credentials(tmp_path, monk
     assert "PATH" in seen  # the probe did read its environment ...
     assert not set(secrets) & set(seen)  # ... which held no credential
     assert not [value for value in secrets.values() if any(value in name for name in seen)]
+
+
+def _hub_with_planted_programs(kernel_dir: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A local hub folder written by `publish --to`, then given a post-checkout, pre-commit and
+    post-commit hook and a core.fsmonitor command that record their environment in a log file."""
+    (kernel_dir / "CARD.md").write_text("# {{ name }}\n")
+    hub = tmp_path / "hub"
+    assert main(["publish", str(kernel_dir), "--card-only", "--to", str(hub)]) == 0
+    repo = hub / "kernels-community" / "demo"
+    log = tmp_path / "ran.log"
+    program = tmp_path / "program.sh"
+    program.write_text((ATTACKS / "records-its-environment.sh").read_text().replace("@LOG@", str(log)))
+    program.chmod(0o755)
+    for hook in ("post-checkout", "pre-commit", "post-commit", "reference-transaction"):
+        shutil.copy(program, repo / ".git" / "hooks" / hook)
+    subprocess.run(["git", "config", "core.fsmonitor", str(program)], cwd=repo, check=True)
+    return hub, repo, log
+
+
+def test_git_runs_no_hook_or_fsmonitor_of_a_hub_folder(kernel_dir, tmp_path, capsys, monkeypatch):
+    """Finding 2: `verify DIR` and `publish --to DIR` ran the hub folder's hooks (with the caller's
+    token in their environment) and its core.fsmonitor command."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    hub, repo, log = _hub_with_planted_programs(kernel_dir, tmp_path)
+    assert main(["verify", str(repo)]) == 1  # nothing built was published: verify runs to its end
+    assert "v1: no variant published" in capsys.readouterr().out
+    (kernel_dir / "CARD.md").write_text("# {{ name }}, edited\n")
+    assert main(["publish", str(kernel_dir), "--card-only", "--to", str(hub)]) == 0
+    readme = subprocess.run(["git", "show", "main:README.md"], cwd=repo, capture_output=True, text=True, check=True)
+    assert readme.stdout.startswith("# demo, edited")  # the publish committed, with the hooks in place
+    assert not log.exists(), log.read_text()[:300]
+
+
+def test_a_hub_folder_whose_config_names_a_program_is_refused(kernel_dir, tmp_path, capsys):
+    """Finding 2: a filter driver (and its textconv and merge cousins) names a program under a name
+    that the hub folder chooses; kbuild refuses to run git there, exit 2, naming the key and file."""
+    hub, repo, log = _hub_with_planted_programs(kernel_dir, tmp_path)
+    subprocess.run(["git", "config", "core.fsmonitor", "false"], cwd=repo, check=True)
+    subprocess.run(["git", "config", "filter.evil.smudge", str(tmp_path / "program.sh")], cwd=repo, check=True)
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    assert main(["verify", str(repo)]) == 2
+    err = capsys.readouterr().err
+    assert f"{repo / '.git' / 'config'}: the repository's config sets `filter.evil.smudge`" in err
+    assert "fix: " in err and "Traceback" not in err
+    assert not log.exists()
+
+
+def test_a_publish_killed_during_its_checkout_is_recovered_by_the_next(kernel_dir, tmp_path, capsys):
+    """Finding 7: `kill -9` during `publish --to` left the version branch checked out in a registered
+    `kbuild-hub-*` folder; the next publish failed with git's "already checked out"."""
+    (kernel_dir / "CARD.md").write_text("# {{ name }}\n")
+    hub = tmp_path / "hub"
+    assert main(["publish", str(kernel_dir), "--card-only", "--to", str(hub)]) == 0
+    repo = hub / "kernels-community" / "demo"
+    left = Path(tempfile.mkdtemp(prefix="kbuild-hub-")) / "checkout"  # what the killed publish left
+    subprocess.run(["git", "worktree", "add", "--quiet", str(left), "v1"], cwd=repo, check=True)
+    (kernel_dir / "benchmarks").mkdir()
+    (kernel_dir / "benchmarks" / "benchmark_demo.py").write_text("# timed\n")
+    assert main(["publish", str(kernel_dir), "--card-only", "--to", str(hub)]) == 0, capsys.readouterr().err
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True)
+    assert len(listed.stdout.splitlines()) == 1 and not left.parent.exists()
+    tree = subprocess.run(["git", "ls-tree", "-r", "--name-only", "v1"], cwd=repo, capture_output=True, text=True)
+    assert "benchmarks/benchmark_demo.py" in tree.stdout.split()
