@@ -2,8 +2,10 @@
 plays one attack with the command line a workflow runs (attack files under data/attacks/)."""
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import pytest
 
 from kbuild.apicheck import probe
 from kbuild.cli import main
+from kbuild.cuda import threads_flags
+from kbuild.errors import KbuildError
 
 TOKEN = "hf_trustboundariesTESTtoken0123456789"
 ATTACKS = Path(__file__).parent / "data" / "attacks"
@@ -142,3 +146,30 @@ def test_a_publish_killed_during_its_checkout_is_recovered_by_the_next(kernel_di
     assert len(listed.stdout.splitlines()) == 1 and not left.parent.exists()
     tree = subprocess.run(["git", "ls-tree", "-r", "--name-only", "v1"], cwd=repo, capture_output=True, text=True)
     assert "benchmarks/benchmark_demo.py" in tree.stdout.split()
+
+
+def test_upstream_yaml_nested_thousands_deep_is_bad_input(kernel_dir, capsys):
+    """Finding 6: `files:` nested 5,000 deep ended `kbuild sync` with exit 3 (a RecursionError)."""
+    shutil.copy(ATTACKS / "deep-upstream.yaml", kernel_dir / "upstream.yaml")
+    assert main(["sync", str(kernel_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{kernel_dir / 'upstream.yaml'}: nested too deeply" in err and "fix: " in err
+
+
+def test_a_malformed_kbuild_test_import_is_bad_input(kernel_dir):
+    """Finding 6: `KBUILD_TEST_IMPORT=x=y@z kbuild test` ended with exit 3 (int('z'))."""
+    environment = {**os.environ, "KBUILD_TEST_IMPORT": "x=y@z"}
+    command = [str(Path(sys.executable).parent / "kbuild"), "test", str(kernel_dir)]
+    result = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "KBUILD_TEST_IMPORT='x=y@z' is not <python_name>=<repo-id>@<version>" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_nvcc_threads_takes_ascii_digits_only(monkeypatch):
+    """Also: NVCC_THREADS="٣" (an Arabic-Indic three) passed `isdigit` and reached nvcc."""
+    monkeypatch.setenv("NVCC_THREADS", "\u0663")
+    with pytest.raises(KbuildError, match="is not a number of threads"):
+        threads_flags(2, [])
+    monkeypatch.setenv("NVCC_THREADS", "3")
+    assert threads_flags(2, []) == ["--threads=3"]
