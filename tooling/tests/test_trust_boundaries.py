@@ -1,6 +1,8 @@
 """Issue 45: nothing a kernel folder or a hub folder holds reaches the token or runs code. Each test
 plays one attack with the command line a workflow runs (attack files under data/attacks/)."""
 
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -173,3 +175,41 @@ def test_nvcc_threads_takes_ascii_digits_only(monkeypatch):
         threads_flags(2, [])
     monkeypatch.setenv("NVCC_THREADS", "3")
     assert threads_flags(2, []) == ["--threads=3"]
+
+
+NOARCH_BUILD_TOML = (
+    '[general]\nname = "demo"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch-noarch]\n'
+)
+
+
+def test_verify_finds_a_build_changed_after_signing_with_its_digests_recomputed(tmp_path, capsys):
+    """Finding 5: a tampered build whose metadata.json digests were recomputed passed `verify`: the
+    bundle was parsed, never compared with metadata.json."""
+    from kbuild.build import build_kernel
+
+    kernel = tmp_path / "demo"
+    (kernel / "torch-ext" / "demo").mkdir(parents=True)
+    (kernel / "torch-ext" / "demo" / "__init__.py").write_text('"""Demo."""\n__all__ = []\n')
+    (kernel / "build.toml").write_text(NOARCH_BUILD_TOML)
+    variant = build_kernel(kernel, log=lambda line: None)
+    metadata = variant / "metadata.json"
+    bundle = json.loads((ATTACKS / "message-signature-bundle.json").read_text())
+    bundle["messageSignature"]["messageDigest"]["digest"] = base64.b64encode(
+        hashlib.sha256(metadata.read_bytes()).digest()
+    ).decode()
+    (variant / "metadata.json.sigstore").write_text(json.dumps(bundle))
+    where = f"{kernel} v1: build/{variant.name}/metadata.json.sigstore"
+    main(["verify", str(kernel)])
+    out = capsys.readouterr().out
+    assert f"{where}: signs another metadata.json" not in out
+    assert "transparency-log entry are not" in out  # says what it does not check
+    with (variant / "__init__.py").open("a") as init:
+        init.write("import os  # tampered after signing\n")
+    recorded = json.loads(metadata.read_text())
+    files = recorded["digest"]["files"]
+    files["__init__.py"] = base64.b64encode(hashlib.sha256((variant / "__init__.py").read_bytes()).digest()).decode()
+    metadata.write_text(json.dumps(recorded, indent=2))
+    assert main(["verify", str(kernel)]) == 1
+    out = capsys.readouterr().out
+    assert f"{where}: signs another metadata.json" in out and "changed after it was signed" in out
+    assert "digest: " not in out  # the recomputed digests themselves match the files
