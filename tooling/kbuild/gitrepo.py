@@ -58,11 +58,13 @@ UNTRUSTED_SETTINGS = {
     "filter.lfs.smudge": "git-lfs smudge -- %f",
     "filter.lfs.process": "git-lfs filter-process",
 }
-# Config keys that name a program and that the settings above cannot override one by one (the
-# driver names are the repository's choice): such a repository is refused.
-_PROGRAM_KEY = re.compile(
-    r"filter\.(?!lfs\.)[^\n]*\.(clean|smudge|process)|diff\..*\.(textconv|command)|merge\..*\.driver"
-    r"|lfs\.(extension|customtransfer)\..*|hook\..*|lfs\.standalonetransferagent",
+# Config keys that name a program the settings above cannot switch off one by one (the driver
+# names are the repository's choice), or a work tree outside the repository: such a repository is
+# refused.
+_REFUSED_KEY = re.compile(
+    r"filter\.(?!lfs\.)[^\n]*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external"
+    r"|merge\..*\.driver|lfs\.(extension|customtransfer)\..*|lfs\.standalonetransferagent|hook\..*"
+    r"|core\.worktree",
 )
 
 
@@ -92,15 +94,15 @@ def _run(
 
 def _refuse_programs(cwd: Path | str, env: dict[str, str]) -> None:
     """A KbuildError when the config of the repository at `cwd` (its own files, not the user's
-    global or system config) names a program that UNTRUSTED_SETTINGS cannot switch off."""
+    global or system config) sets a key of _REFUSED_KEY."""
     listing = ["git", "config", "--list", "--show-scope", "--show-origin", "-z"]
     proc = subprocess.run(listing, cwd=cwd, capture_output=True, env=env, check=False)
     records = proc.stdout.decode(errors="replace").split("\0")
     for scope, origin, entry in zip(records[0::3], records[1::3], records[2::3], strict=False):
         key = entry.partition("\n")[0]
-        if scope in ("local", "worktree") and _PROGRAM_KEY.fullmatch(key.lower()):
+        if scope in ("local", "worktree") and _REFUSED_KEY.fullmatch(key.lower()):
             raise KbuildError(
-                f"the repository's config sets `{key}`, which makes git run a program",
+                f"the repository's config sets `{key}`, which makes git run a program or work on another folder",
                 file=str(Path(cwd) / origin.removeprefix("file:")),
                 fix="kbuild runs git there only without such settings: remove the key (`git config --unset`), "
                 "or use a hub folder written by `kbuild publish --to`",

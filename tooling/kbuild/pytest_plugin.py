@@ -72,14 +72,17 @@ def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -
     """Point the loader and `import <python_name>` at `kernel_dir`'s build for this environment, and
     load what `kbuild test` loads with `-p` (kbuild.pytest_imports); raise pytest.UsageError, with the
     command to run, when there is no build or it is stale."""
-    from kbuild import pytest_imports
     from kbuild.build import resolve_variant
     from kbuild.errors import KbuildError
     from kbuild.inputs import require_fresh
     from kbuild.manifest import load_manifest
-    from kbuild.testing import kernel_test_environment
     from kbuild.verify import digest_problems
 
+    try:  # importing it installs the alias that KBUILD_TEST_IMPORT names, which may be malformed
+        from kbuild import pytest_imports
+        from kbuild.testing import kernel_test_environment
+    except KbuildError as exc:
+        raise pytest.UsageError(f"kbuild: {exc}") from None
     shown = Path(os.path.relpath(kernel_dir, invocation)) if kernel_dir.is_relative_to(invocation) else kernel_dir
     try:
         manifest = load_manifest(kernel_dir)

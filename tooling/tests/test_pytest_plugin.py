@@ -64,6 +64,10 @@ def test_without_a_build_pytest_stops_with_the_command_to_run(tmp_path: Path):
         assert "has no build for this environment" in result.stderr
         assert "run `kbuild build relu` and pytest again, or `kbuild test relu`" in result.stderr
     assert "`kbuild build .`" in plain_pytest(kernel, "tests").stderr
+    malformed = plain_pytest(kernel, "tests", KBUILD_TEST_IMPORT="x=y@z")  # issue 45: was a traceback
+    assert malformed.returncode == pytest.ExitCode.USAGE_ERROR, malformed.stdout + malformed.stderr
+    assert "KBUILD_TEST_IMPORT='x=y@z' is not <python_name>=<repo-id>@<version>" in malformed.stderr
+    assert "Traceback" not in malformed.stderr
 
 
 def test_a_stale_build_stops_pytest_with_the_command_to_run(built_relu: Path, tmp_path: Path):

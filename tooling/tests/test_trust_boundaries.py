@@ -110,6 +110,8 @@ def test_git_runs_no_hook_or_fsmonitor_of_a_hub_folder(kernel_dir, tmp_path, cap
     hub, repo, log = _hub_with_planted_programs(kernel_dir, tmp_path)
     assert main(["verify", str(repo)]) == 1  # nothing built was published: verify runs to its end
     assert "v1: no variant published" in capsys.readouterr().out
+    assert main(["api-check", str(kernel_dir), "--against", str(hub), "--no-build"]) == 2  # after reading branches
+    assert "demo has no build of" in capsys.readouterr().err
     (kernel_dir / "CARD.md").write_text("# {{ name }}, edited\n")
     assert main(["publish", str(kernel_dir), "--card-only", "--to", str(hub)]) == 0
     readme = subprocess.run(["git", "show", "main:README.md"], cwd=repo, capture_output=True, text=True, check=True)
@@ -119,16 +121,28 @@ def test_git_runs_no_hook_or_fsmonitor_of_a_hub_folder(kernel_dir, tmp_path, cap
 
 def test_a_hub_folder_whose_config_names_a_program_is_refused(kernel_dir, tmp_path, capsys):
     """Finding 2: a filter driver (and its textconv and merge cousins) names a program under a name
-    that the hub folder chooses; kbuild refuses to run git there, exit 2, naming the key and file."""
+    that the hub folder chooses, and core.worktree points git at another folder; kbuild refuses to
+    run git there, exit 2, naming the key and the file."""
     hub, repo, log = _hub_with_planted_programs(kernel_dir, tmp_path)
     subprocess.run(["git", "config", "core.fsmonitor", "false"], cwd=repo, check=True)
-    subprocess.run(["git", "config", "filter.evil.smudge", str(tmp_path / "program.sh")], cwd=repo, check=True)
     (repo / ".git" / "info").mkdir(exist_ok=True)
-    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
-    assert main(["verify", str(repo)]) == 2
-    err = capsys.readouterr().err
-    assert f"{repo / '.git' / 'config'}: the repository's config sets `filter.evil.smudge`" in err
-    assert "fix: " in err and "Traceback" not in err
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil diff=evil merge=evil\n")
+    program = str(tmp_path / "program.sh")
+    for key, value in (
+        ("filter.evil.smudge", program),
+        ("diff.evil.textconv", program),
+        ("merge.evil.driver", program),
+        ("lfs.extension.evil.clean", program),
+        ("core.worktree", str(tmp_path)),
+    ):
+        subprocess.run(["git", "config", key, value], cwd=repo, check=True)
+        assert main(["verify", str(repo)]) == 2, key
+        err = capsys.readouterr().err
+        assert f"{repo / '.git' / 'config'}: the repository's config sets `{key}`" in err
+        assert "fix: " in err and "Traceback" not in err
+        assert main(["publish", str(kernel_dir), "--card-only", "--to", str(hub)]) == 2, key
+        assert f"the repository's config sets `{key}`" in capsys.readouterr().err
+        subprocess.run(["git", "config", "--unset", key], cwd=repo, check=True)
     assert not log.exists()
 
 
@@ -202,7 +216,6 @@ def test_verify_finds_a_build_changed_after_signing_with_its_digests_recomputed(
     main(["verify", str(kernel)])
     out = capsys.readouterr().out
     assert f"{where}: signs another metadata.json" not in out
-    assert "transparency-log entry are not" in out  # says what it does not check
     with (variant / "__init__.py").open("a") as init:
         init.write("import os  # tampered after signing\n")
     recorded = json.loads(metadata.read_text())
@@ -213,3 +226,4 @@ def test_verify_finds_a_build_changed_after_signing_with_its_digests_recomputed(
     out = capsys.readouterr().out
     assert f"{where}: signs another metadata.json" in out and "changed after it was signed" in out
     assert "digest: " not in out  # the recomputed digests themselves match the files
+    assert "transparency-log entry are not" in out  # says what it does not check
