@@ -424,8 +424,8 @@ def _remove_stale_checkouts(repo: Path) -> None:
     listing = gitrepo.git(["worktree", "list", "--porcelain", "-z"], repo, untrusted=True)
     for line in listing.split("\0"):
         path = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
-        if path and path.name == "checkout" and path.parent.parent == temporary:
-            if path.parent.name.startswith(HUB_CHECKOUT_PREFIX):
+        if path and path.name == "checkout" and path.parent.name.startswith(HUB_CHECKOUT_PREFIX):
+            if path.parent.parent.resolve() == temporary:
                 gitrepo.git(["worktree", "remove", "--force", "--force", "--", str(path)], repo, untrusted=True)
                 paths.remove(path.parent)
 
@@ -451,9 +451,8 @@ def _commit_local(checkout: Path, unit: Unit) -> str | None:
         paths.remove(paths.real_dir(checkout, prefix.parent) / prefix.name)
     for path, content in unit.files.items():
         paths.write_file(checkout, path, content if isinstance(content, bytes) else content.read_bytes())
-    gitrepo.git(
-        ["add", "--all", "--", "."], checkout, untrusted=True
-    )  # a prefix pathspec fails once its folder is gone
+    # `.`, not the unit's prefix: a prefix pathspec fails once its folder is gone
+    gitrepo.git(["add", "--all", "--", "."], checkout, untrusted=True)
     if not gitrepo.git(["status", "--porcelain", "--", unit.prefix or "."], checkout, untrusted=True).strip():
         return None
     gitrepo.git([*AUTHOR, "commit", "--quiet", "-m", unit.message], checkout, untrusted=True)
