@@ -14,7 +14,6 @@ Within a major version (`v<N>` branch) no break is allowed; version 0 is exempt,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbuild.childenv import without_credentials
 from kbuild.errors import KbuildError
 from kbuild.redact import say, scrub
 
@@ -60,7 +60,7 @@ def probe(target: Path) -> dict[str, Any]:
 
 def probe_all(targets: list[Path]) -> list[dict[str, Any]]:
     """The API of each build, each read by an interpreter of its own, all at once."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**without_credentials(), "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     processes = [
         subprocess.Popen(
             [sys.executable, str(PROBE), str(target)],

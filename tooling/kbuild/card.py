@@ -112,9 +112,22 @@ def render_card(
             file=str(template_path),
             fix=f"copy {DEFAULT_TEMPLATE} to it and edit it",
         )
+    text = card_text(manifest.kernel_dir)
     context = card_context(manifest, link_base, repo_id=repo_id, published=published, ci_variants=ci_variants)
     filters = {"hub_license": hub_license, "docstring": docstring_markdown}
-    return card_render.render(template_path.read_text(encoding="utf-8"), template_path, context, filters)
+    return card_render.render(text, template_path, context, filters)
+
+
+def card_text(kernel_dir: Path) -> str:
+    """The text of `kernel_dir/CARD.md`, read only inside the kernel folder: a symlink that leads
+    out (to `/proc/self/environ`, a token file, another repository) is an error naming it."""
+    template_path = paths.inside(kernel_dir, "CARD.md", file=kernel_dir / "CARD.md", what="card")
+    try:
+        return template_path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise KbuildError(
+            "the card is not UTF-8 text", file=str(kernel_dir / "CARD.md"), fix="save it as UTF-8"
+        ) from None
 
 
 def card_context(

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 from markdown_it import MarkdownIt
 
 from kbuild import gitrepo
-from kbuild.card import published_plots, render_card
+from kbuild.card import card_text, published_plots, render_card
 from kbuild.errors import KbuildError
 from kbuild.findings import Finding
 from kbuild.manifest import load_manifest
@@ -49,7 +49,7 @@ def check_card_links(kernel_dir: Path) -> list[Finding]:
         else "set `source` in build.toml's [general] to the source repository's URL and link the file there, "
         "or leave it out"
     )
-    text = template.read_text(encoding="utf-8")
+    text = card_text(kernel_dir)
     findings = []
     for kind, target in dict.fromkeys(_references(rendered)):
         if kind == "code":

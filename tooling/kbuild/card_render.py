@@ -44,4 +44,13 @@ def render(text: str, path: Path, context: dict[str, Any], filters: dict[str, Ca
         if message is None:
             message, fix = f"rendering the card needs more than {MEMORY_BYTES >> 20} MiB of memory", _GROWS
         raise KbuildError(message, file=str(path), where=line, fix=fix)
-    return str(answer["text"])
+    text = str(answer["text"])
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise KbuildError(
+            f"the card renders {text[err.start]!r}, a lone surrogate that is not Unicode text",
+            file=str(path),
+            fix="remove the `\\ud800`-style escape from the card",
+        ) from None
+    return text

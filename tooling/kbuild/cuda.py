@@ -107,7 +107,7 @@ def threads_flags(capabilities: int, kernel_flags: list[str]) -> list[str]:
         return []
     value = os.environ.get(NVCC_THREADS, "").strip()
     if value:
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):
             raise KbuildError(
                 f"{NVCC_THREADS}={value!r} is not a number of threads",
                 fix=f"set {NVCC_THREADS} to a whole number (0: one per CPU), or unset it",

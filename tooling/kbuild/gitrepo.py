@@ -42,15 +42,71 @@ def clone_tag(url: str, tag: str, target: Path) -> None:
     git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--", url, str(target)], target.parent)
 
 
-def _run(args: list[str], cwd: Path | str, *, input: bytes | None = None, outside_repo: bool = False) -> Process:
+# A repository kbuild does not own (a local hub folder, a checkout of one) may carry hooks and
+# config that make git run programs. git runs there with these settings, given on the command line
+# (which wins over every config file): no hook, no fsmonitor, no signing or signature check, no
+# automatic gc or submodule update, and git-lfs's own filter commands.
+UNTRUSTED_SETTINGS = {
+    "core.hooksPath": os.devnull,
+    "core.fsmonitor": "false",
+    "commit.gpgSign": "false",
+    "log.showSignature": "false",
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    "submodule.recurse": "false",
+    "filter.lfs.clean": "git-lfs clean -- %f",
+    "filter.lfs.smudge": "git-lfs smudge -- %f",
+    "filter.lfs.process": "git-lfs filter-process",
+}
+# Config keys that name a program the settings above cannot switch off one by one (the driver
+# names are the repository's choice), or a work tree outside the repository: such a repository is
+# refused.
+_REFUSED_KEY = re.compile(
+    r"filter\.(?!lfs\.)[^\n]*\.(clean|smudge|process)|diff\..*\.(textconv|command)|diff\.external"
+    r"|merge\..*\.driver|lfs\.(extension|customtransfer)\..*|lfs\.standalonetransferagent|hook\..*"
+    r"|core\.worktree",
+)
+
+
+def _run(
+    args: list[str],
+    cwd: Path | str,
+    *,
+    input: bytes | None = None,
+    outside_repo: bool = False,
+    untrusted: bool = False,
+) -> Process:
     """Run `git <args>` in `cwd`, never prompting; `outside_repo` keeps git from using a repository
-    above `cwd`. Every git command kbuild runs goes through here."""
+    above `cwd`; `untrusted`: a repository kbuild does not own (UNTRUSTED_SETTINGS, and one whose
+    config names a program is refused). Every git command kbuild runs goes through here."""
     if shutil.which("git") is None:
         raise KbuildError("git is not installed", fix="install git (apt-get install git)")
     env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL=":".join(ALLOWED_PROTOCOLS))
     if outside_repo:
         env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
-    return subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=env, check=False)
+    settings: list[str] = []
+    if untrusted:
+        settings = [arg for key, value in UNTRUSTED_SETTINGS.items() for arg in ("-c", f"{key}={value}")]
+        _refuse_programs(cwd, env)
+    command = ["git", *settings, *args]
+    return subprocess.run(command, cwd=cwd, input=input, capture_output=True, env=env, check=False)
+
+
+def _refuse_programs(cwd: Path | str, env: dict[str, str]) -> None:
+    """A KbuildError when the config of the repository at `cwd` (its own files, not the user's
+    global or system config) sets a key of _REFUSED_KEY."""
+    listing = ["git", "config", "--list", "--show-scope", "--show-origin", "-z"]
+    proc = subprocess.run(listing, cwd=cwd, capture_output=True, env=env, check=False)
+    records = proc.stdout.decode(errors="replace").split("\0")
+    for scope, origin, entry in zip(records[0::3], records[1::3], records[2::3], strict=False):
+        key = entry.partition("\n")[0]
+        if scope in ("local", "worktree") and _REFUSED_KEY.fullmatch(key.lower()):
+            raise KbuildError(
+                f"the repository's config sets `{key}`, which makes git run a program or work on another folder",
+                file=str(Path(cwd) / origin.removeprefix("file:")),
+                fix="kbuild runs git there only without such settings: remove the key (`git config --unset`), "
+                "or use a hub folder written by `kbuild publish --to`",
+            )
 
 
 def _stderr(proc: Process) -> str:
@@ -59,10 +115,13 @@ def _stderr(proc: Process) -> str:
     return scrub(detail) or f"git exited with status {proc.returncode}"
 
 
-def git(args: list[str], cwd: Path | str, *, check: bool = True, input: str | None = None) -> str:
+def git(
+    args: list[str], cwd: Path | str, *, check: bool = True, input: str | None = None, untrusted: bool = False
+) -> str:
     """Run `git <args>` in `cwd` and return its stdout; raise KbuildError naming the command and
-    git's message on failure (unless `check` is False)."""
-    proc = _run(args, cwd, input=None if input is None else input.encode())
+    git's message on failure (unless `check` is False). `untrusted`: `cwd` is in a repository
+    kbuild does not own (a hub folder): git runs no hook, fsmonitor or other program it names."""
+    proc = _run(args, cwd, input=None if input is None else input.encode(), untrusted=untrusted)
     if check and proc.returncode != 0:
         raise KbuildError(f"`{scrub(' '.join(['git', *args]))}` failed in {cwd}: {_stderr(proc)}")
     return proc.stdout.decode(errors="replace")
@@ -88,11 +147,11 @@ def lfs_available(cwd: Path) -> bool:
     return bool(git(["lfs", "version"], cwd, check=False).strip())
 
 
-def toplevel(path: Path) -> Path | None:
+def toplevel(path: Path, *, untrusted: bool = False) -> Path | None:
     """The root of the git work tree holding `path`, or None outside git."""
     if shutil.which("git") is None:
         return None
-    proc = _run(["rev-parse", "--show-toplevel"], path)
+    proc = _run(["rev-parse", "--show-toplevel"], path, untrusted=untrusted)
     return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
 
 

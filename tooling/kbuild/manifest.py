@@ -58,6 +58,7 @@ FRAMEWORKS = ("torch", "torch-noarch", "tvm-ffi")
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 # The Hub's limit for a repository name; it also keeps build folders and op names short.
 NAME_MAX_LENGTH = 96
+DEFAULT_HUB_OWNER = "kernels-community"  # of a kernel whose build.toml names no repo-id
 KERNEL_TABLE_NAME = re.compile(r"[A-Za-z0-9_][-A-Za-z0-9_]{0,63}")
 # The names the `kernels` loader resolves: any backend may use the general ones.
 PYTHON_DEPENDS = ("einops", "helion", "tvm-ffi")
@@ -102,6 +103,20 @@ def _kernel_name(value: str) -> Problem | None:
             f"use a name of at most {NAME_MAX_LENGTH} characters",
         )
     return None
+
+
+# Suffixes of compiled code and binaries: `pyext` stages Python files and data as sources, never these.
+BINARY_SUFFIXES = ("so", "pyd", "dll", "dylib", "a", "o", "obj", "lib", "pyc", "pyo", "exe", "bin", "metallib")
+
+
+def _pyext(value: str) -> Problem | None:
+    if re.fullmatch(r"[A-Za-z0-9]+", value) and value.lower() not in BINARY_SUFFIXES:
+        return None
+    return (
+        f"`{show(value)}` is not a suffix of Python or data files",
+        "list suffixes without the dot, such as py, pyi, json; compiled files come from the build, "
+        f"never from torch-ext ({', '.join(BINARY_SUFFIXES)} are refused)",
+    )
 
 
 def _git_url(value: str) -> Problem | None:
@@ -252,11 +267,14 @@ class General:
         return self.cuda.maxver
 
 
+_PYEXT_WHY = "a prebuilt library in torch-ext would be staged and loaded as if built from the sources"
+
+
 @dataclass(frozen=True)
 class TorchSpec:
     src: list[str] = key(factory=list, rule=_source, example='["torch-ext/torch_binding.cpp"]')
     include: list[str] = key(factory=list, rule=_include)
-    pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
+    pyext: list[str] = key(factory=lambda: ["py", "pyi"], rule=_stricter(_pyext, _PYEXT_WHY))
     minver: str | None = key(default=None, rule=_version, example='"2.10"')
     maxver: str | None = key(default=None, rule=_version, example='"2.13"')
     cxx_flags: list[str] = key(factory=list, rule=_flag)
@@ -274,13 +292,13 @@ class TorchSpec:
 class TvmFfiSpec:
     src: list[str] = key(factory=list, rule=_source, example='["torch-ext/torch_binding.cpp"]')
     include: list[str] = key(factory=list, rule=_include)
-    pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
+    pyext: list[str] = key(factory=lambda: ["py", "pyi"], rule=_stricter(_pyext, _PYEXT_WHY))
     cxx_flags: list[str] = key(factory=list, rule=_flag)
 
 
 @dataclass(frozen=True)
 class NoarchSpec:
-    pyext: list[str] = field(default_factory=lambda: ["py", "pyi"])
+    pyext: list[str] = key(factory=lambda: ["py", "pyi"], rule=_stricter(_pyext, _PYEXT_WHY))
     cuda_capabilities: list[str] = key("cuda_capabilities", factory=list, example='["8.0"]')
     rocm_archs: list[str] = key("rocm_archs", factory=list, example='["gfx942"]')
 
@@ -344,7 +362,7 @@ class Manifest:
 
     @property
     def repo_id(self) -> str:
-        return self.general.hub.repo_id or f"kernels-community/{self.general.name}"
+        return self.general.hub.repo_id or f"{DEFAULT_HUB_OWNER}/{self.general.name}"
 
     @property
     def upload_branch(self) -> str:

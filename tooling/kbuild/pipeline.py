@@ -79,10 +79,14 @@ def check_out_branch(repo: Path, branch: str) -> Path:
     publishing can still check the branch out), created or moved to the branch's new head."""
     checkout = repo.with_name(f"{repo.name}@{branch}")
     if (checkout / ".git").exists():
-        gitrepo.git(["checkout", "--quiet", "--force", "--detach", f"refs/heads/{branch}", "--"], checkout)
+        gitrepo.git(
+            ["checkout", "--quiet", "--force", "--detach", f"refs/heads/{branch}", "--"], checkout, untrusted=True
+        )
     else:
-        gitrepo.git(["worktree", "prune"], repo)
-        gitrepo.git(["worktree", "add", "--quiet", "--detach", "--", str(checkout.resolve()), branch], repo)
+        gitrepo.git(["worktree", "prune"], repo, untrusted=True)
+        gitrepo.git(
+            ["worktree", "add", "--quiet", "--detach", "--", str(checkout.resolve()), branch], repo, untrusted=True
+        )
     return checkout
 
 

@@ -43,6 +43,8 @@ CONFLICT_STATUSES = (409, 412)
 COMMIT_ATTEMPTS = 6
 LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.png")
 AUTHOR = ["-c", "user.name=kbuild", "-c", "user.email=kbuild@localhost"]
+# The temporary folder of the version-branch checkout of `publish --to`.
+HUB_CHECKOUT_PREFIX = "kbuild-hub-"
 
 
 @dataclass(frozen=True)
@@ -388,40 +390,59 @@ def publish_to_folder(
 def _publish_locked(release: Release, repo: Path, log: Callable[[str], None]) -> None:
     if not (repo / ".git").exists():
         _init_hub_repo(repo)
-    if gitrepo.git(["symbolic-ref", "--short", "HEAD"], repo).strip() != "main":
+    if gitrepo.git(["symbolic-ref", "--short", "HEAD"], repo, untrusted=True).strip() != "main":
         raise KbuildError(
             "the hub repository must have main checked out",
             file=str(repo),
             fix=f"git -C {repo} checkout main",
         )
-    if not gitrepo.git(["rev-parse", "--verify", "--quiet", f"refs/heads/{release.branch}"], repo, check=False).strip():
-        gitrepo.git(["branch", "--end-of-options", release.branch, "main"], repo)
-    with tempfile.TemporaryDirectory(prefix="kbuild-hub-") as tmp:
+    if not gitrepo.git(
+        ["rev-parse", "--verify", "--quiet", f"refs/heads/{release.branch}"], repo, check=False, untrusted=True
+    ).strip():
+        gitrepo.git(["branch", "--end-of-options", release.branch, "main"], repo, untrusted=True)
+    _remove_stale_checkouts(repo)
+    with tempfile.TemporaryDirectory(prefix=HUB_CHECKOUT_PREFIX) as tmp:
         worktree = Path(tmp) / "checkout"
-        gitrepo.git(["worktree", "add", "--quiet", "--", str(worktree), release.branch], repo)
+        gitrepo.git(["worktree", "add", "--quiet", "--", str(worktree), release.branch], repo, untrusted=True)
         try:
             for unit in release.branch_units:
                 log(f"{release.branch}: {unit.message}: {_commit_local(worktree, unit) or 'unchanged'}")
         finally:
-            gitrepo.git(["worktree", "remove", "--force", "--", str(worktree)], repo, check=False)
-            gitrepo.git(["worktree", "prune"], repo, check=False)
+            gitrepo.git(["worktree", "remove", "--force", "--", str(worktree)], repo, check=False, untrusted=True)
+            gitrepo.git(["worktree", "prune"], repo, check=False, untrusted=True)
     for unit in _card_units(release, lambda: _folder_variants(repo, release.branch)):
         log(f"main: {unit.message}: {_commit_local(repo, unit) or 'unchanged'}")
 
 
+def _remove_stale_checkouts(repo: Path) -> None:
+    """Remove the checkouts that an interrupted publish (killed before its cleanup) left registered
+    in `repo`: they hold the version branch, so git would refuse to check it out again. They are the
+    `kbuild-hub-*/checkout` folders of the temporary folder; no running publish owns one, as the
+    caller holds the repository's lock."""
+    gitrepo.git(["worktree", "prune"], repo, untrusted=True)
+    temporary = Path(tempfile.gettempdir()).resolve()
+    listing = gitrepo.git(["worktree", "list", "--porcelain", "-z"], repo, untrusted=True)
+    for line in listing.split("\0"):
+        path = Path(line.removeprefix("worktree ")) if line.startswith("worktree ") else None
+        if path and path.name == "checkout" and path.parent.name.startswith(HUB_CHECKOUT_PREFIX):
+            if path.parent.parent.resolve() == temporary:
+                gitrepo.git(["worktree", "remove", "--force", "--force", "--", str(path)], repo, untrusted=True)
+                paths.remove(path.parent)
+
+
 def _folder_variants(repo: Path, branch: str) -> list[str]:
-    listing = gitrepo.git(["ls-tree", "--name-only", "--end-of-options", branch, "build/"], repo)
+    listing = gitrepo.git(["ls-tree", "--name-only", "--end-of-options", branch, "build/"], repo, untrusted=True)
     return sorted(line.removeprefix("build/") for line in listing.splitlines() if line)
 
 
 def _init_hub_repo(repo: Path) -> None:
     repo.mkdir(parents=True, exist_ok=True)
-    gitrepo.git(["init", "--quiet", "--initial-branch", "main"], repo)
+    gitrepo.git(["init", "--quiet", "--initial-branch", "main"], repo, untrusted=True)
     if gitrepo.lfs_available(repo):
-        gitrepo.git(["lfs", "install", "--local"], repo)
-        gitrepo.git(["lfs", "track", *LFS_PATTERNS], repo)
-        gitrepo.git(["add", "--", ".gitattributes"], repo)
-    gitrepo.git([*AUTHOR, "commit", "--quiet", "--allow-empty", "-m", "Create kernel repository"], repo)
+        gitrepo.git(["lfs", "install", "--local"], repo, untrusted=True)
+        gitrepo.git(["lfs", "track", *LFS_PATTERNS], repo, untrusted=True)
+        gitrepo.git(["add", "--", ".gitattributes"], repo, untrusted=True)
+    gitrepo.git([*AUTHOR, "commit", "--quiet", "--allow-empty", "-m", "Create kernel repository"], repo, untrusted=True)
 
 
 def _commit_local(checkout: Path, unit: Unit) -> str | None:
@@ -430,8 +451,9 @@ def _commit_local(checkout: Path, unit: Unit) -> str | None:
         paths.remove(paths.real_dir(checkout, prefix.parent) / prefix.name)
     for path, content in unit.files.items():
         paths.write_file(checkout, path, content if isinstance(content, bytes) else content.read_bytes())
-    gitrepo.git(["add", "--all", "--", "."], checkout)  # a prefix pathspec fails once its folder is gone
-    if not gitrepo.git(["status", "--porcelain", "--", unit.prefix or "."], checkout).strip():
+    # `.`, not the unit's prefix: a prefix pathspec fails once its folder is gone
+    gitrepo.git(["add", "--all", "--", "."], checkout, untrusted=True)
+    if not gitrepo.git(["status", "--porcelain", "--", unit.prefix or "."], checkout, untrusted=True).strip():
         return None
-    gitrepo.git([*AUTHOR, "commit", "--quiet", "-m", unit.message], checkout)
-    return gitrepo.git(["rev-parse", "HEAD"], checkout).strip()
+    gitrepo.git([*AUTHOR, "commit", "--quiet", "-m", unit.message], checkout, untrusted=True)
+    return gitrepo.git(["rev-parse", "HEAD"], checkout, untrusted=True).strip()

@@ -69,22 +69,28 @@ class GitRepository(Source):
     path: Path
 
     def branches(self) -> list[str]:
-        listing = gitrepo.git(["for-each-ref", "--format=%(refname:short)", "refs/heads/"], self.path)
+        listing = gitrepo.git(["for-each-ref", "--format=%(refname:short)", "refs/heads/"], self.path, untrusted=True)
         return _newest_first(listing.split())
 
     @contextmanager
     def checkout(self, branch: str, variants: list[str] | None = None) -> Iterator[Path]:
         with tempfile.TemporaryDirectory(prefix="kbuild-published-") as tmp:
             worktree = Path(tmp) / branch
-            gitrepo.git(["worktree", "add", "--quiet", "--detach", "--", str(worktree), branch], self.path)
+            gitrepo.git(
+                ["worktree", "add", "--quiet", "--detach", "--", str(worktree), branch], self.path, untrusted=True
+            )
             try:
                 yield worktree
             finally:
-                gitrepo.git(["worktree", "remove", "--force", "--", str(worktree)], self.path, check=False)
-                gitrepo.git(["worktree", "prune"], self.path, check=False)
+                gitrepo.git(
+                    ["worktree", "remove", "--force", "--", str(worktree)], self.path, check=False, untrusted=True
+                )
+                gitrepo.git(["worktree", "prune"], self.path, check=False, untrusted=True)
 
     def was_signed(self, branch: str, variant: str) -> bool:
-        history = gitrepo.git(["log", "--format=%H", branch, "--", f"build/{variant}/{BUNDLE}"], self.path)
+        history = gitrepo.git(
+            ["log", "--format=%H", branch, "--", f"build/{variant}/{BUNDLE}"], self.path, untrusted=True
+        )
         return bool(history.strip())
 
 
@@ -104,9 +110,13 @@ class Checkout(Source):
         yield self.path
 
     def was_signed(self, branch: str, variant: str) -> bool:
-        if gitrepo.toplevel(self.path) != self.path.resolve():
+        if gitrepo.toplevel(self.path, untrusted=True) != self.path.resolve():
             return False
-        return bool(gitrepo.git(["log", "--format=%H", "HEAD", "--", f"build/{variant}/{BUNDLE}"], self.path).strip())
+        return bool(
+            gitrepo.git(
+                ["log", "--format=%H", "HEAD", "--", f"build/{variant}/{BUNDLE}"], self.path, untrusted=True
+            ).strip()
+        )
 
 
 @dataclass

@@ -19,6 +19,8 @@ from types import ModuleType
 
 import pytest
 
+from kbuild.errors import KbuildError
+
 ENVIRONMENT = "KBUILD_TEST_IMPORT"  # "<python_name>=<repo-id>@<version>"
 CI_MARKER = "kernels_ci"
 
@@ -58,8 +60,15 @@ class BuildAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install(value: str) -> BuildAlias:
+    """Install the alias that `value` ("<python_name>=<repo-id>@<version>") describes; a KbuildError
+    naming the variable when it is not of that form."""
     name, _, target = value.partition("=")
     repo_id, _, version = target.rpartition("@")
+    if not (name.isidentifier() and repo_id.count("/") == 1 and version.isascii() and version.isdigit()):
+        raise KbuildError(
+            f"{ENVIRONMENT}={value!r} is not <python_name>=<repo-id>@<version>",
+            fix=f"unset {ENVIRONMENT}: `kbuild test` and kbuild's pytest plugin set it",
+        )
     alias = BuildAlias(name, repo_id, int(version))
     sys.meta_path.insert(0, alias)
     return alias

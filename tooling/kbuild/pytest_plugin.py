@@ -8,6 +8,13 @@ loaded as `kbuild test` loads it (it also registers the `kernels_ci` marker). Th
 nothing: a missing or stale build stops pytest with the command that makes it. Kernels that
 LOCAL_KERNELS already maps, as `kbuild test` does, are left alone; `-p no:kbuild` turns the
 plugin off.
+
+The plugin acts only inside a kbuild repository: below the nearest folder whose `pyproject.toml`
+has a `[tool.kbuild]` table (kbuild's marker of a repository root), and on the kernel folders
+between a given path and that root. pytest in any other project, even one lying under a folder
+that holds a kernel or a `build.toml`, runs as if the plugin were not installed. A build whose
+staged files differ from the digest in its `metadata.json` (edited after `kbuild build`) stops
+pytest before any of its code runs.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 import pytest
 
 MANIFEST = "build.toml"
+ROOT_MARKER = "pyproject.toml"  # with a [tool.kbuild] table
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
@@ -29,13 +37,16 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 
 def kernel_folders(invocation: Path, args: list[str]) -> list[Path]:
-    """The kernel folders that the pytest arguments `args` name or lie in, in order, once each."""
+    """The kernel folders that the pytest arguments `args` name or lie in, in order, once each; only
+    those inside a kbuild repository, never above its root."""
     found: dict[Path, None] = {}
     for arg in args:
         path = (invocation / arg.split("::")[0]).resolve()
-        if not path.exists():
+        root = kbuild_root(path) if path.exists() else None
+        if root is None:
             continue
-        kernel = next((folder for folder in (path, *path.parents) if (folder / MANIFEST).is_file()), None)
+        below_root = [folder for folder in (path, *path.parents) if folder.is_relative_to(root)]
+        kernel = next((folder for folder in below_root if (folder / MANIFEST).is_file()), None)
         if kernel is not None:
             found[kernel] = None
         elif path.is_dir():
@@ -43,17 +54,35 @@ def kernel_folders(invocation: Path, args: list[str]) -> list[Path]:
     return list(found)
 
 
+def kbuild_root(path: Path) -> Path | None:
+    """The nearest folder at or above `path` marked as a kbuild repository's root, or None."""
+    from kbuild.tomlcompat import tomllib
+
+    for folder in (path, *path.parents):
+        try:
+            tool = tomllib.loads((folder / ROOT_MARKER).read_text(encoding="utf-8")).get("tool")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        if isinstance(tool, dict) and isinstance(tool.get("kbuild"), dict):
+            return folder
+    return None
+
+
 def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -> None:
     """Point the loader and `import <python_name>` at `kernel_dir`'s build for this environment, and
     load what `kbuild test` loads with `-p` (kbuild.pytest_imports); raise pytest.UsageError, with the
     command to run, when there is no build or it is stale."""
-    from kbuild import pytest_imports
     from kbuild.build import resolve_variant
     from kbuild.errors import KbuildError
     from kbuild.inputs import require_fresh
     from kbuild.manifest import load_manifest
-    from kbuild.testing import kernel_test_environment
+    from kbuild.verify import digest_problems
 
+    try:  # importing it installs the alias that KBUILD_TEST_IMPORT names, which may be malformed
+        from kbuild import pytest_imports
+        from kbuild.testing import kernel_test_environment
+    except KbuildError as exc:
+        raise pytest.UsageError(f"kbuild: {exc}") from None
     shown = Path(os.path.relpath(kernel_dir, invocation)) if kernel_dir.is_relative_to(invocation) else kernel_dir
     try:
         manifest = load_manifest(kernel_dir)
@@ -73,6 +102,12 @@ def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -
         require_fresh(manifest, variant_dir)
     except KbuildError as exc:
         raise pytest.UsageError(f"kbuild: {exc.file}: {exc.message}\n  fix: {commands}") from None
+    changed = digest_problems(variant_dir)
+    if changed:
+        raise pytest.UsageError(
+            f"kbuild: {shown}/build/{variant.name} is not what kbuild built ({'; '.join(changed)[:300]})"
+            f"\n  fix: {commands}"
+        )
     environment = kernel_test_environment(manifest)
     os.environ["LOCAL_KERNELS"] = environment["LOCAL_KERNELS"]
     pytest_imports.install(environment[pytest_imports.ENVIRONMENT])

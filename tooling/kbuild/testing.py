@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kbuild import pytest_imports
 from kbuild.build import build_kernel
+from kbuild.childenv import without_credentials
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import say
@@ -17,10 +18,11 @@ NO_TESTS_COLLECTED = 5
 
 
 def loader_environment(kernel_dir: Path, repo_id: str) -> dict[str, str]:
-    """Environment in which `kernels.get_kernel(repo_id, ...)` loads `kernel_dir/build/<variant>`."""
+    """Environment in which `kernels.get_kernel(repo_id, ...)` loads `kernel_dir/build/<variant>`
+    (without credentials: the kernel's code runs in it)."""
     overrides = [e for e in os.environ.get("LOCAL_KERNELS", "").split(":") if e and not e.startswith(f"{repo_id}=")]
     overrides.append(f"{repo_id}={kernel_dir}")
-    return {**os.environ, "LOCAL_KERNELS": ":".join(overrides), "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**without_credentials(), "LOCAL_KERNELS": ":".join(overrides), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def kernel_test_environment(manifest: Manifest) -> dict[str, str]:

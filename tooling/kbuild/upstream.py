@@ -86,9 +86,17 @@ def load_upstream(kernel_dir: Path | str, manifest_upstream: str | None = None) 
             file=path,
             fix="add one to put the kernel under sync (see docs/upstream-sync.md)",
         )
-    text = path.read_text(encoding="utf-8")
     try:
+        text = path.read_text(encoding="utf-8")
         root = yaml.compose(text)
+    except UnicodeDecodeError:
+        raise KbuildError("not UTF-8 text", file=path, fix="save upstream.yaml as UTF-8") from None
+    except RecursionError:
+        raise KbuildError(
+            "nested too deeply to read (lists or mappings inside each other thousands of levels deep)",
+            file=path,
+            fix="write `files` as a list of mappings, as docs/upstream-sync.md shows",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise KbuildError(

@@ -5,13 +5,21 @@ on it: every file matches the digest in its metadata.json (`kernels`' own Digest
 changed, missing or extra file is named), the ABI rules (kbuild.abi; a local hub folder holds
 builds made with this machine's toolchain, so there the manylinux_2_28 symbol versions are only
 warned about), and the signature bundle `metadata.json.sigstore`: present (on the Hub always; in
-a local hub folder once one was published for the variant) and readable as a sigstore bundle.
+a local hub folder once one was published for the variant), readable as a sigstore bundle, and
+signing this very metadata.json (the bundle's message digest is its SHA-256), so that files changed
+after signing, with the digests in metadata.json recomputed, are found. What needs sigstore's
+services is not checked (the signature against its certificate, the certificate's chain and
+identity, the transparency-log entry): verify says so, and `kernels`' `verify_variant` or
+`sigstore verify identity` checks them.
 Then the variant that the `kernels` library picks for this machine is loaded in a fresh
 interpreter: its ops namespace must hold ops and every name of `__all__` must exist.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,8 +59,16 @@ def verify_branch(source: Source, branch: str, log: Callable[[str], None]) -> li
                 variant, local=source.local, warn=lambda line: log(f"{source.label} {branch}: {line}")
             )
             problems += bundle_problems(source, branch, variant)
+        if any((variant / BUNDLE).is_file() for variant in variants):
+            log(f"{source.label} {branch}: note: {NOT_CHECKED}")
         problems += load_problems(root)
     return problems
+
+
+NOT_CHECKED = (
+    "each signature bundle's digest is checked against metadata.json; its signature, certificate identity and "
+    "transparency-log entry are not (that needs sigstore's services: `sigstore verify identity`)"
+)
 
 
 def digest_problems(variant: Path) -> list[str]:
@@ -95,10 +111,37 @@ def bundle_problems(source: Source, branch: str, variant: Path) -> list[str]:
         if source.was_signed(branch, variant.name):
             return [f"{where}: missing (the variant is not signed)"]
         return []
+    data = bundle.read_bytes()
+    problems = [f"{where}: {problem}" for problem in subject_problems(data, variant / "metadata.json")]
     try:
-        Bundle.from_json(bundle.read_bytes())
+        Bundle.from_json(data)
     except (InvalidBundle, ValueError) as err:
-        return [f"{where}: not a valid sigstore bundle ({' '.join(str(err).split())[:200]})"]
+        problems.append(f"{where}: not a valid sigstore bundle ({' '.join(str(err).split())[:200]})")
+    return problems
+
+
+def subject_problems(bundle: bytes, metadata: Path) -> list[str]:
+    """Whether the bundle signs `metadata` as it is: its message signature's digest must be the
+    SHA-256 of the file (the release workflow signs metadata.json as a blob)."""
+    try:
+        document = json.loads(bundle)
+    except ValueError:
+        return []  # not JSON: reported as an invalid bundle
+    if not isinstance(document, dict) or "messageSignature" not in document:
+        return ["signs no message digest (kbuild checks bundles of a signed metadata.json only)"]
+    try:
+        signed = document["messageSignature"]["messageDigest"]
+        algorithm, digest = signed["algorithm"], base64.b64decode(signed["digest"], validate=True)
+    except (KeyError, TypeError, ValueError):
+        return ["its message digest is unreadable"]
+    if algorithm != "SHA2_256":
+        return [f"signs a {algorithm} digest; kbuild checks SHA2_256 only"]
+    actual = hashlib.sha256(metadata.read_bytes()).digest() if metadata.is_file() else b""
+    if actual != digest:
+        return [
+            f"signs another metadata.json (sha256 {digest.hex()[:16]}..., this one is {actual.hex()[:16]}...): "
+            "the build was changed after it was signed"
+        ]
     return []
 
 

@@ -157,6 +157,14 @@ def test_a_cpu_build_of_a_kernel_with_a_cutlass_dependency_clones_nothing(no_cut
     assert [call for call in git_calls if "clone" in call]
 
 
+def _subcommand(call: list[str]) -> str:
+    """The git command of `call`, after the `-c key=value` settings (those of a hub folder)."""
+    index = 1
+    while call[index] == "-c":
+        index += 2
+    return call[index]
+
+
 def _after_double_dash(call: list[str]) -> list[str]:
     """The arguments of `call` that are URLs or absolute paths but come before `--`."""
     end = call.index("--") if "--" in call else len(call)
@@ -204,7 +212,7 @@ def test_every_url_and_path_kbuild_gives_git_comes_after_double_dash(no_cutlass,
     for _ in range(2):  # the second one moves the existing checkout
         check_out_branch(repo, release.branch)
 
-    assert {call[1] for call in git_calls} >= {"clone", "fetch", "ls-remote", "apply", "worktree", "checkout"}
+    assert {_subcommand(call) for call in git_calls} >= {"clone", "fetch", "ls-remote", "apply", "worktree", "checkout"}
     assert not [call for call in git_calls if _after_double_dash(call)], [
         call for call in git_calls if _after_double_dash(call)
     ]

@@ -241,6 +241,10 @@ STRICTER_CASES = {
         "the same, for a backend's dependencies",
     ),
     "unknown CUDA capability": (add(CUDA_END, 'cuda-capabilities = ["sm90"]'), "nvcc refuses it at build time"),
+    "pyext of a binary": (
+        add(TORCH_END, 'pyext = ["py", "so"]'),
+        "a prebuilt library in torch-ext would be staged as if built from the sources",
+    ),
     "CUDA capability without a minor": (add(CUDA_END, 'cuda-capabilities = ["8"]'), "nvcc refuses it"),
     "unknown ROCm arch": (add(ROCM_END, 'rocm-archs = ["mi300"]'), "the ROCm compiler refuses it at build time"),
     "300-character name": (

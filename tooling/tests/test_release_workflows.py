@@ -117,7 +117,7 @@ def test_staging_repository_names():
     assert staging_repo("kernels-community/relu") == "kernels-community-staging/relu"
     assert staging_repo("kernels-community/relu", "my-org") == "my-org/relu"
     completed = subprocess.run(
-        [sys.executable, "-m", "kbuild.staging"],
+        [sys.executable, "-m", "kbuild.staging", str(ROOT)],
         input=json.dumps([{"kernel": "relu", "path": "kernels/relu"}]),
         env={**os.environ, "STAGING_ORG": "me"},
         cwd=ROOT,
@@ -129,6 +129,67 @@ def test_staging_repository_names():
 
 
 @needs_jq
+def test_staging_targets_the_base_branchs_repository_not_the_pull_requests(tmp_path):
+    """Issue 45, finding 8: with STAGING_ORG unset, a pull request setting `repo-id` in its own
+    build.toml chose the repository that the staging token writes to."""
+    pull = tmp_path / "pr"
+    shutil.copytree(ROOT / "kernels" / "relu", pull / "kernels" / "relu", ignore=shutil.ignore_patterns("build"))
+    manifest = pull / "kernels" / "relu" / "build.toml"
+    manifest.write_text(manifest.read_text() + '\n[general.hub]\nrepo-id = "victim-org/relu"\n')
+    new = pull / "kernels" / "new-op"
+    shutil.copytree(pull / "kernels" / "relu", new)
+    kernels = [{"kernel": "relu", "path": "kernels/relu"}, {"kernel": "new-op", "path": "kernels/new-op"}]
+    environment = {k: v for k, v in os.environ.items() if k != "STAGING_ORG"}
+    completed = subprocess.run(
+        [sys.executable, "-I", "-m", "kbuild.staging", str(ROOT)],
+        input=json.dumps(kernels),
+        env=environment,
+        cwd=pull,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    staged = {entry["kernel"]: entry["staging"] for entry in json.loads(completed.stdout)}
+    assert staged == {"relu": "kernels-community-staging/relu", "new-op": "kernels-community-staging/new-op"}
+    script = next(s for s in _load(STAGING)["jobs"]["matrix"]["steps"] if s.get("id") == "matrix")["run"]
+    assert "python -I -m kbuild.staging .." in script  # the base branch's checkout, above `pr/`
+
+
+def _approved_commit(tmp_path: Path, **env: str) -> tuple[int, str, str]:
+    """Run the matrix job's "approved commit" step; its exit status, the sha it outputs and its stdout."""
+    step = next(s for s in _load(STAGING)["jobs"]["matrix"]["steps"] if s.get("id") == "approved")
+    output = tmp_path / "output"
+    output.write_text("")
+    script = tmp_path / "approved.sh"
+    script.write_text(step["run"])
+    environment = {**os.environ, "HEAD_SHA": "", "COMMENT": "", **env, "GITHUB_OUTPUT": str(output)}
+    result = subprocess.run(["bash", "-e", str(script)], env=environment, capture_output=True, text=True)
+    lines = output.read_text().splitlines()
+    return result.returncode, lines[1] if len(lines) == 3 else "", result.stdout
+
+
+def test_staging_builds_the_commit_the_maintainer_approved(tmp_path):
+    """Issue 45, finding 8: the jobs checked out `refs/pull/N/head` when they ran, so a push after
+    the label (or the comment) was built and published with the staging token."""
+    workflow = STAGING.read_text()
+    assert "refs/pull/" not in workflow
+    matrix = _load(STAGING)["jobs"]["matrix"]
+    pull = next(c for c in _checkouts(matrix) if c.get("path") == "pr")
+    assert pull["ref"] == "${{ steps.approved.outputs.sha }}"
+    approved = next(s for s in matrix["steps"] if s.get("id") == "approved")
+    assert approved["env"]["HEAD_SHA"] == "${{ github.event.pull_request.head.sha }}"
+    labeled = "a" * 40
+    assert _approved_commit(tmp_path, EVENT="pull_request_target", HEAD_SHA=labeled)[:2] == (0, labeled)
+    commented = "0123456789abcdef0123456789abcdef01234567"
+    comment = f"/stage {commented}\nlooks good"
+    assert _approved_commit(tmp_path, EVENT="issue_comment", COMMENT=comment)[:2] == (0, commented)
+    for comment in ("/stage", "/stage 0123abc", f"/stage {commented} now", f"/staged {commented}"):
+        status, sha, out = _approved_commit(tmp_path, EVENT="issue_comment", COMMENT=comment)
+        assert (status, sha) == (2, ""), comment
+        assert "::error::comment `/stage <commit>` with the full 40-character id" in out
+
+
 def test_staging_comments_the_exact_load_command(tmp_path):
     comment = _load(STAGING)["jobs"]["comment"]
     assert comment["permissions"] == {"pull-requests": "write"} and not _checkouts(comment)
