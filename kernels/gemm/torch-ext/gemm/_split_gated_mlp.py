@@ -30,7 +30,7 @@ class FP8SplitGatedMLP(nn.Module):
     and ``down_proj`` (inner -> out_features); its ``act_fn`` or ``hidden_act``, where it has one,
     must be SiLU. No weight is copied: the input is quantized once, the gate and up GEMMs write
     the two halves of one bfloat16 buffer, and the down projection quantizes SiLU-and-mul of it in
-    its own kernel (:func:`silu_and_mul_fp8_linear`). Five launches; the same result as
+    its own kernel (:func:`silu_and_mul_fp8_linear`): five launches, one GEMM more than
     :class:`FP8GatedMLP` on the two weights stacked. Works under ``torch.compile`` and CUDA
     graphs; no backward.
     """
