@@ -95,6 +95,15 @@ def test_kernelize_split_gated_mlp_refuses_what_it_cannot_run(device, fp8_dtype,
         block(torch.rand(2, 256, device=device, dtype=torch.bfloat16))
 
 
+def deepseek_v3_example():
+    """examples/deepseek_v3_fp8.py as a module (it needs transformers, a test dependency: kbuild[test])."""
+    pytest.importorskip("transformers", reason="transformers is a test dependency of this kernel (kbuild[test])")
+    sys.path.insert(0, str(EXAMPLES))
+    import deepseek_v3_fp8
+
+    return deepseek_v3_fp8
+
+
 def card_recipe() -> str:
     """The python block of the card's transformers section, mapped to the build under test."""
     section = CARD.read_text().split("### A transformers FP8 model", 1)[1]
@@ -108,9 +117,7 @@ def card_recipe() -> str:
 
 @pytest.mark.kernels_ci
 def test_kernelize_card_recipe_runs_a_tiny_transformers_deepseek_v3_on_the_kernel(kernel, device):
-    pytest.importorskip("transformers", reason="transformers is a test dependency of this kernel (kbuild[test])")
-    sys.path.insert(0, str(EXAMPLES))
-    import deepseek_v3_fp8 as example
+    example = deepseek_v3_example()
     from transformers.integrations.finegrained_fp8 import FP8Linear
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MLP
 
@@ -143,10 +150,7 @@ def test_kernelize_card_recipe_runs_a_tiny_transformers_deepseek_v3_on_the_kerne
 def test_kernelize_deepseek_v3_example_runs_tiny(device, tmp_path, capsys):
     """examples/deepseek_v3_fp8.py --tiny end to end (in this process: transformers is imported once),
     without peers: the transformers_fp8 run is skipped and says so; the JSON has the issue's schema."""
-    pytest.importorskip("transformers", reason="transformers is a test dependency of this kernel (kbuild[test])")
-    sys.path.insert(0, str(EXAMPLES))
-    import deepseek_v3_fp8 as example
-
+    example = deepseek_v3_example()
     out = tmp_path / "result.json"
     args = ["--device", device.type, "--tiny", "--layers", "2", "--steps", "4", "--reps", "1", "--context", "8"]
     example.main([*args, "--kernel-dir", str(kernel_dir()), "--out", str(out)])
@@ -164,3 +168,31 @@ def test_kernelize_deepseek_v3_example_runs_tiny(device, tmp_path, capsys):
     errors = result["logits"]["ours"]["rel_error"]
     assert len(errors) == 4 and result["logits_rel_error_max"] == max(errors) < 0.15
     assert 0 <= result["greedy_equal_steps"] <= 4
+
+
+@pytest.mark.kernels_ci
+def test_example_fp8_model_has_the_layout_transformers_allocates(kernel, device):
+    """The example's FP8 model with FP8 routed experts too (as it builds it once the kernel runs
+    them): no tensor left on the meta device, each FP8 weight and scale shaped as transformers'
+    own FP8Linear / FP8Experts allocate them, and the bf16 model holding those weights dequantized."""
+    example = deepseek_v3_example()
+    from transformers.integrations.finegrained_fp8 import FP8Experts, FP8Linear
+
+    config = example.deepseek_config(tiny=True, layers=2)
+    bf16 = example.bf16_model(config, device)
+    fp8 = example.fp8_checkpoint_model(bf16, kernel, fp8_experts=True)
+    assert not [name for name, t in fp8.state_dict().items() if t.is_meta]
+    experts = fp8.model.layers[1].mlp.experts
+    linear = fp8.model.layers[0].mlp.down_proj
+    assert isinstance(experts, FP8Experts) and isinstance(linear, FP8Linear)
+    with torch.device("meta"):
+        allocated = {"experts": FP8Experts(config, block_size=(128, 128)), "linear": FP8Linear(512, 256, (128, 128))}
+    for name, module in {"experts": experts, "linear": linear}.items():
+        for key, tensor in allocated[name].state_dict().items():
+            assert module.state_dict()[key].shape == tensor.shape and module.state_dict()[key].dtype == tensor.dtype
+    for weight, scale, dequantized in (
+        (linear.weight, linear.weight_scale_inv, bf16.model.layers[0].mlp.down_proj.weight),
+        (experts.gate_up_proj[3], experts.gate_up_proj_scale_inv[3], bf16.model.layers[1].mlp.experts.gate_up_proj[3]),
+    ):
+        blocks = scale.repeat_interleave(128, 0).repeat_interleave(128, 1)[: weight.shape[0], : weight.shape[1]]
+        assert torch.equal((weight.float() * blocks).to(torch.bfloat16), dequantized)
