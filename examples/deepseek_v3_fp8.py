@@ -185,6 +185,8 @@ class Switch:
             raise RuntimeError(f"kernelize put no forward of {gemm_dir} into the model")
 
     def ours(self, on: bool) -> None:
+        # With the routed experts on the kernel, this also sets the FP8 model's
+        # config._experts_implementation: the kernel's name when on, "grouped_mm" when off.
         for module, forward in self.kernel_forwards.items():
             if on:
                 module.forward = forward
