@@ -20,7 +20,9 @@ if [ "$#" -eq 0 ]; then
   set -- kernels/*/
 fi
 for kernel in "$@"; do
-  "$env/bin/python" -m pytest "${kernel%/}/tests" -q -m "not slow" -k kernelize
+  status=0
+  "$env/bin/python" -m pytest "${kernel%/}/tests" -q -m "not slow" -k kernelize || status=$?
+  [ "$status" -eq 0 ] || [ "$status" -eq 5 ] || exit "$status" # 5: the kernel has no kernelize tests
 done
 # kbuild takes kernels 0.16 too; `kbuild verify` reads digests with 0.17's reader and must say so.
 "$env/bin/python" -m pytest tooling/tests/test_verify.py -q -k digests_are_read_with_kernels
