@@ -155,6 +155,11 @@ for kernel in "${kernels[@]}"; do
   kbuild test "$kernel" --no-build -- -q -m "not slow"
 done
 
+# The same builds with kernels 0.16, the version transformers 5.17 takes (.venv has 0.17), and transformers
+# 5.17: each kernel's kernelize tests in a throwaway environment (scripts/kernels-compat.sh).
+stage "kernel tests with kernels 0.16 and transformers 5.17 (CPU, -k kernelize; built above)"
+bash scripts/kernels-compat.sh "${kernels[@]}"
+
 if [ "$rocm" = 1 ]; then
   stage "ROCm device code compiles for gfx942 (compile-only, not run on hardware)"
   bash scripts/rocm-compile.sh

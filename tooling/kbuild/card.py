@@ -297,7 +297,8 @@ def _constants(tree: ast.Module, package: Path | None = None) -> dict[str, str]:
 
 
 def layer_classes(layers_py: Path) -> list[Function]:
-    """Public classes of layers.py (its `__all__` when present): constructor and `forward`."""
+    """Public classes of layers.py (its `__all__` when present, also those it imports from a sibling
+    module with `from .module import Name`): constructor and `forward`."""
     tree = _parse(layers_py)
     if tree is None:
         return []
@@ -305,6 +306,9 @@ def layer_classes(layers_py: Path) -> list[Function]:
     if any(_is_all(n) for n in tree.body):
         wanted = _dunder_all(tree, layers_py)
         classes = [n for n in classes if n.name in wanted]
+        defined = {n.name for n in classes}
+        imported = [_imported_def(tree, name, layers_py.parent) for name in wanted if name not in defined]
+        classes += [n for n in imported if isinstance(n, ast.ClassDef)]
     layers = []
     for node in classes:
         lines = []

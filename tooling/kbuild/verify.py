@@ -21,6 +21,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 
 from kbuild.abi import check_abi
@@ -72,8 +73,13 @@ NOT_CHECKED = (
 
 
 def digest_problems(variant: Path) -> list[str]:
-    from kernels._rust import Digest, DigestValidationError, Metadata
-
+    try:
+        from kernels._rust import Digest, DigestValidationError, Metadata
+    except ImportError:  # kernels 0.16 (transformers 5.17's) loads builds but has no digest reader
+        raise KbuildError(
+            f"kbuild verify reads digests with kernels 0.17; this environment has kernels {version('kernels')}",
+            fix="install kernels 0.17 to verify (pip install 'kernels==0.17.*'); 0.16 loads the builds, unverified",
+        ) from None
     try:
         metadata = Metadata.read_from_file(variant / "metadata.json")
     except ValueError as err:

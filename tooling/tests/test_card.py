@@ -322,3 +322,18 @@ def test_unreadable_metadata_and_results_are_errors_naming_the_file(tmp_path):
     with pytest.raises(KbuildError, match="invalid JSON") as err:
         render_card(kernel)
     assert err.value.file == str(results / "run.json") and err.value.where == 2
+
+
+def test_layers_imported_from_a_sibling_module_are_listed(tmp_path):
+    """A layer that layers.py imports from a module of its own (and names in `__all__`) is on the card."""
+    kernel = _kernel(tmp_path)
+    package = kernel / "torch-ext" / "fancy_op"
+    (package / "_other.py").write_text(
+        'from torch import nn\n\n\nclass OtherLayer(nn.Module):\n    """Halves its input."""\n\n'
+        '    def forward(self, x: "torch.Tensor") -> "torch.Tensor":\n        return x\n'
+    )
+    layers = LAYERS_PY + '\n\n__all__ = ["FancyLayer", "OtherLayer"]\n\nfrom ._other import OtherLayer  # noqa: E402\n'
+    (package / "layers.py").write_text(layers)
+    card = render_card(kernel)
+    assert "### `OtherLayer`" in card and "OtherLayer.forward(x: 'torch.Tensor') -> 'torch.Tensor'" in card
+    assert "Halves its input." in card and card.index("### `FancyLayer`") < card.index("### `OtherLayer`")

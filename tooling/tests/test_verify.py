@@ -1,7 +1,10 @@
 """`kbuild verify` on what `kbuild all` publishes (a local hub folder with relu's real build and its
 checkout) and on the stand-in Hub (tests/fake_hub.py)."""
 
+import importlib.metadata
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +12,7 @@ from pathlib import Path
 import pytest
 from fake_hub import FakeHub
 from huggingface_hub import CommitOperationAdd, HfApi
+from packaging.version import Version
 
 from kbuild import gitrepo
 from kbuild.build import build_kernel
@@ -16,6 +20,7 @@ from kbuild.cli import main
 from kbuild.pipeline import publish_locally
 
 AUTHOR = ["-c", "user.name=t", "-c", "user.email=t@t"]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +117,23 @@ def test_bad_targets(tmp_path, capsys):
     assert main(["verify", str(tmp_path)]) == 2
     assert "no published kernel repository in this folder" in capsys.readouterr().err
     assert main(["verify", "not/a/repo/id"]) == 2
+
+
+def test_digests_are_read_with_kernels_0_17_and_0_16_says_so(tmp_path, capsys):
+    """kbuild takes kernels 0.16 (transformers 5.17's) and 0.17; only 0.17 reads digests. With 0.16
+    (scripts/kernels-compat.sh runs this test so) `verify` says what to install, exit 2; with 0.17
+    it reads this variant's digest and names the file it lists that is missing, exit 1."""
+    variant = tmp_path / "relu" / "build" / "torch213-cxx11-cpu-x86_64-linux"
+    variant.mkdir(parents=True)
+    shutil.copy(REPO / "kernels" / "relu" / "build.toml", tmp_path / "relu")
+    digest = {"algorithm": "sha256", "files": {"__init__.py": "SXMpCJXOs0te8YlG4LvR7IA9hEIeV72HOdTa6Svw+co="}}
+    metadata = {"backend": {"type": "cpu"}, "digest": digest, "id": "_relu_cpu_0000000", "kernel-depends": []}
+    metadata |= {"license": "Apache-2.0", "name": "relu", "python-depends": [], "version": 1}
+    (variant / "metadata.json").write_text(json.dumps(metadata))
+    code = main(["verify", str(tmp_path / "relu")])
+    out, err = capsys.readouterr()
+    if Version(importlib.metadata.version("kernels")) < Version("0.17"):
+        assert code == 2 and "kbuild verify reads digests with kernels 0.17" in err
+        assert "pip install 'kernels==0.17.*'" in err and "Traceback" not in err
+    else:
+        assert code == 1 and f"build/{variant.name}: digest:" in out and "__init__.py" in out

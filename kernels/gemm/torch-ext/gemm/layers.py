@@ -15,7 +15,7 @@ from torch import nn
 from . import SCALE_BLOCK, ceil_div, fp8_linear, quantize_per_block, silu_and_mul, silu_and_mul_fp8_linear
 from .experts import fp8_experts_forward
 
-__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP", "FP8Experts"]
+__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP", "FP8SplitGatedMLP", "FP8Experts"]
 
 BLOCK_SIZE = (SCALE_BLOCK, SCALE_BLOCK)
 
@@ -167,15 +167,15 @@ _SILU_NAMES = ("silu", "swish")
 _SILU_LAYERS = ("SiLU", "SiLUActivation", "SiluAndMul")
 
 
-def _check_silu(block: nn.Module) -> None:
+def _check_silu(block: nn.Module, layer: str = "FP8GatedMLP") -> None:
     """Raises where the block says its activation is not SiLU (``hidden_act`` or ``act_fn``)."""
     hidden_act = getattr(block, "hidden_act", None)
     act_fn = getattr(block, "act_fn", None)
     if isinstance(hidden_act, str) and hidden_act.lower() not in _SILU_NAMES:
-        raise ValueError(f"FP8GatedMLP: computes SiLU, but the block's hidden_act is {hidden_act!r}")
+        raise ValueError(f"{layer}: computes SiLU, but the block's hidden_act is {hidden_act!r}")
     if isinstance(act_fn, nn.Module) and type(act_fn).__name__ not in _SILU_LAYERS:
         raise ValueError(
-            f"FP8GatedMLP: computes SiLU, but the block's act_fn is {type(act_fn).__name__}; "
+            f"{layer}: computes SiLU, but the block's act_fn is {type(act_fn).__name__}; "
             "map this block to a kernel for its activation"
         )
 
@@ -197,3 +197,6 @@ class FP8Experts(nn.Module):
         self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
     ) -> torch.Tensor:
         return fp8_experts_forward(self, hidden_states, top_k_index, top_k_weights)
+
+
+from ._split_gated_mlp import FP8SplitGatedMLP  # noqa: E402  (it imports the checks above)
