@@ -14,8 +14,8 @@ lm_head, embeddings, norms and routers stay bfloat16). Three runs of the same we
 - ours: the same FP8 model switched onto the gemm kernel by `use_gemm_kernel` below, the lines of
   the kernel card's "transformers FP8 models" section (`FP8Linear` for every FP8 linear layer,
   `FP8SplitGatedMLP` for the dense and shared-expert MLPs).
-The routed experts are FP8 when the kernel provides `fp8_experts_forward`, and bfloat16 in all
-three runs until then (the JSON's "experts_dtype" says which).
+The routed experts are FP8 in both FP8 runs: transformers' "grouped_mm" (its default) in the
+transformers run, `gemm.fp8_experts_forward` registered in its `FP8ExpertsInterface` in ours.
 
 Measured (CUDA: CUDA events, the runs interleaved call by call, median of --reps; CPU: wall time):
 - prefill: 1 x 2048 and 8 x 512 tokens, one eager forward without cache;
@@ -63,8 +63,15 @@ from kernels import (
 from torch import nn
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM, DynamicCache, FineGrainedFP8Config, StaticCache
 from transformers.integrations import finegrained_fp8
-from transformers.integrations.finegrained_fp8 import FP8Experts, FP8Linear, replace_with_fp8_linear
+from transformers.integrations.finegrained_fp8 import (
+    FP8Experts,
+    FP8ExpertsInterface,
+    FP8Linear,
+    replace_with_fp8_linear,
+)
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MLP
+
+OURS_EXPERTS = "kernels-community/gemm"  # the name our experts forward is registered under
 
 GEMM_DIR = Path(__file__).resolve().parents[1] / "kernels" / "gemm"
 RUNS = ("bf16", "transformers_fp8", "ours")
@@ -162,15 +169,16 @@ def _quantize_into(module: nn.Module, name: str, scale_name: str, weight: torch.
     setattr(module, scale_name, nn.Parameter(scales, requires_grad=False))
 
 
-def use_gemm_kernel(model: nn.Module, repository: Callable[[str], object]) -> nn.Module:
-    """The card's lines: transformers' FP8 linear layers and DeepseekV3 MLPs onto the gemm kernel."""
+def use_gemm_kernel(model: nn.Module, repository: Callable[[str], object], gemm: ModuleType) -> nn.Module:
+    """The card's lines: transformers' FP8 linear layers and DeepseekV3 MLPs onto the gemm kernel, and
+    its routed experts onto gemm.fp8_experts_forward through transformers' FP8ExpertsInterface."""
     replace_kernel_forward_from_hub(FP8Linear, "FP8Linear")
     replace_kernel_forward_from_hub(DeepseekV3MLP, "FP8SplitGatedMLP")
     mapping = {name: {model.device.type: repository(name)} for name in ("FP8Linear", "FP8SplitGatedMLP")}
     with use_kernel_mapping(mapping):
         model = kernelize(model, mode=Mode.INFERENCE)
-    # The routed experts: the line of issue "The experts of an FP8 MoE model on our kernel" goes here
-    # (gemm.fp8_experts_forward registered into transformers' FP8ExpertsInterface).
+    FP8ExpertsInterface.register(OURS_EXPERTS, gemm.fp8_experts_forward)
+    model.set_experts_implementation(OURS_EXPERTS)
     return model
 
 
@@ -178,15 +186,16 @@ class Switch:
     """The FP8 model's two runs: the forwards kernelize gave its modules (ours), or none of them
     (transformers' own)."""
 
-    def __init__(self, model: nn.Module, gemm_dir: Path) -> None:
-        use_gemm_kernel(model, lambda name: LocalLayerRepository(repo_path=gemm_dir, layer_name=name))
+    def __init__(self, model: nn.Module, gemm_dir: Path, gemm: ModuleType) -> None:
+        self.model = model
+        use_gemm_kernel(model, lambda name: LocalLayerRepository(repo_path=gemm_dir, layer_name=name), gemm)
         self.kernel_forwards = {m: m.__dict__["forward"] for m in model.modules() if "forward" in m.__dict__}
         if not self.kernel_forwards:
             raise RuntimeError(f"kernelize put no forward of {gemm_dir} into the model")
 
     def ours(self, on: bool) -> None:
-        # With the routed experts on the kernel, this also sets the FP8 model's
-        # config._experts_implementation: the kernel's name when on, "grouped_mm" when off.
+        # The routed experts: the kernel's forward, or transformers' default ("grouped_mm").
+        self.model.set_experts_implementation(OURS_EXPERTS if on else "grouped_mm")
         for module, forward in self.kernel_forwards.items():
             if on:
                 module.forward = forward
@@ -388,9 +397,7 @@ def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
     sizes = TINY if args.tiny else FULL
     gemm = get_local_kernel(args.kernel_dir)
-    # FP8 routed experts once the kernel runs them (issue "The experts of an FP8 MoE model on our
-    # kernel"; use_gemm_kernel's marked line); until then both FP8 runs keep them in bfloat16.
-    fp8_experts = hasattr(gemm, "fp8_experts_forward")
+    fp8_experts = True
     config = deepseek_config(args.tiny, args.layers)
     bf16 = bf16_model(config, device)
     fp8 = fp8_checkpoint_model(bf16, gemm, fp8_experts)
@@ -398,7 +405,7 @@ def run(args: argparse.Namespace) -> dict:
     if skipped:
         print(skipped)
     runner = Runner(
-        bf16, fp8, Switch(fp8, args.kernel_dir), [r for r in RUNS if not (skipped and r == "transformers_fp8")]
+        bf16, fp8, Switch(fp8, args.kernel_dir, gemm), [r for r in RUNS if not (skipped and r == "transformers_fp8")]
     )
     with torch.no_grad():
         rows = prefill_rows(runner, sizes["prefill"], config.vocab_size, device, args.reps)

@@ -114,8 +114,11 @@ def card_recipe() -> str:
     hub = f'LayerRepository("{REPO_ID}", layer_name=n, version={VERSION})'
     assert code.count(hub) == 1, "the card's recipe names the repository another way: update this test"
     assert len([line for line in code.splitlines() if line.strip()]) <= 10
+    loaded = f'get_kernel("{REPO_ID}", version={VERSION})'
+    assert code.count(loaded) == 1, "the card's recipe loads the kernel another way: update this test"
     local = f"LocalLayerRepository(repo_path=Path({str(kernel_dir())!r}), layer_name=n)"
-    return "from pathlib import Path\nfrom kernels import LocalLayerRepository\n" + code.replace(hub, local)
+    code = code.replace(hub, local).replace(loaded, "kernel_under_test")
+    return "from pathlib import Path\nfrom kernels import LocalLayerRepository\n" + code
 
 
 @pytest.mark.kernels_ci
@@ -125,11 +128,11 @@ def test_kernelize_card_recipe_runs_a_tiny_transformers_deepseek_v3_on_the_kerne
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MLP
 
     bf16 = example.bf16_model(example.deepseek_config(tiny=True, layers=2), device)
-    model = example.fp8_checkpoint_model(bf16, kernel, fp8_experts=False)
+    model = example.fp8_checkpoint_model(bf16, kernel, fp8_experts=True)
     mlps = [m for m in model.modules() if isinstance(m, DeepseekV3MLP)]
     linears = [m for m in model.modules() if isinstance(m, FP8Linear)]
     assert len(mlps) == 2 and len(linears) == 2 * 5 + 2 * 3  # attention per layer, dense MLP, shared expert
-    namespace = {"model": model}
+    namespace = {"model": model, "kernel_under_test": kernel}
     exec(card_recipe(), namespace)  # noqa: S102
     model = namespace["model"]
     for mlp in mlps:
@@ -145,7 +148,8 @@ def test_kernelize_card_recipe_runs_a_tiny_transformers_deepseek_v3_on_the_kerne
     # and MLPs the logits of the random model stay within ~10% of the bfloat16 ones.
     error = ((got.float() - reference.float()).norm() / reference.float().norm()).item()
     assert error < 0.15, error
-    assert {f"{kernel._ops.ops.name}::fp8_linear", f"{kernel._ops.ops.name}::silu_and_mul_fp8_linear"} <= called
+    ours = {"fp8_linear", "silu_and_mul_fp8_linear", "fp8_experts"}
+    assert {f"{kernel._ops.ops.name}::{op}" for op in ours} <= called
 
 
 @pytest.mark.kernels_ci
@@ -158,7 +162,7 @@ def test_kernelize_deepseek_v3_example_runs_tiny(device, tmp_path, capsys):
     example.main([*args, "--kernel-dir", str(kernel_dir()), "--out", str(out)])
     assert "transformers_fp8 skipped:" in capsys.readouterr().out
     result = json.loads(out.read_text())
-    assert (result["layers"], result["experts"], result["experts_dtype"]) == (2, 8, "bfloat16")
+    assert (result["layers"], result["experts"], result["experts_dtype"]) == (2, 8, "float8_e4m3fn")
     assert [(r["phase"], r["batch"], r["tokens"]) for r in result["results"]] == [
         ("prefill", 1, 32), ("prefill", 2, 16), ("decode", 1, 1), ("decode", 2, 1),
     ]  # fmt: skip
