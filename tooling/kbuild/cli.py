@@ -60,7 +60,7 @@ def _kernel_dirs(paths: list[str]) -> list[Path]:
     return found
 
 
-def _all_capabilities_argument(parser: argparse.ArgumentParser) -> None:
+def _all_capabilities_argument(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
     parser.add_argument(
         "--all-capabilities",
         action="store_true",
@@ -68,10 +68,23 @@ def _all_capabilities_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _capabilities_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    _all_capabilities_argument(group)
+    group.add_argument(
+        "--one-per-code-path",
+        action="store_true",
+        help=(
+            "compile one CUDA capability per distinct code path of each kernel's sources (CI's compile check; "
+            "publish refuses the result)"
+        ),
+    )
+
+
 def _build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant name to build (must match this environment's torch)")
     parser.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
-    _all_capabilities_argument(parser)
+    _capabilities_arguments(parser)
 
 
 @command(
@@ -86,13 +99,21 @@ def cmd_build(args: argparse.Namespace) -> int:
     from kbuild.build import build_kernel
 
     for kernel_dir in _kernel_dirs(args.kernels):
-        say(build_kernel(kernel_dir, args.variant, jobs=args.jobs, all_capabilities=args.all_capabilities))
+        say(
+            build_kernel(
+                kernel_dir,
+                args.variant,
+                jobs=args.jobs,
+                all_capabilities=args.all_capabilities,
+                one_per_code_path=args.one_per_code_path,
+            )
+        )
     return 0
 
 
 def _generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant name (default: this environment's)")
-    _all_capabilities_argument(parser)
+    _capabilities_arguments(parser)
 
 
 @command(
@@ -104,7 +125,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from kbuild.build import generate_only
 
     for kernel_dir in _kernel_dirs(args.kernels):
-        say(generate_only(kernel_dir, args.variant, all_capabilities=args.all_capabilities))
+        say(
+            generate_only(
+                kernel_dir,
+                args.variant,
+                all_capabilities=args.all_capabilities,
+                one_per_code_path=args.one_per_code_path,
+            )
+        )
     return 0
 
 
