@@ -24,7 +24,7 @@ from kbuild import __version__, abi, backends, gitrepo, locks, paths
 from kbuild.compiling import run_ninja
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
-from kbuild.inputs import input_digest, uid_of
+from kbuild.inputs import input_digest, rebuild_fix, uid_of
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import say
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
@@ -237,10 +237,10 @@ def require_all_capabilities(manifest: Manifest, variant_dir: Path, *, digest: s
     expected = project_for(manifest, variant, digest).archs
     if recorded != expected:
         raise KbuildError(
-            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local build), "
+            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local or CI build), "
             f"not every capability build.toml lists ({', '.join(expected)})",
             file=str(metadata_file),
-            fix=f"rebuild it: `kbuild build {manifest.kernel_dir} --all-capabilities`",
+            fix=rebuild_fix(manifest, variant_dir.name),
         )
 
 

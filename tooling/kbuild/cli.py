@@ -203,6 +203,11 @@ def _test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant to build and test")
     parser.add_argument("--ci", action="store_true", help="run only the quick tests marked kernels_ci")
     parser.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
+    parser.add_argument(
+        "--allow-no-tests",
+        action="store_true",
+        help="exit 0 when pytest selects no test (default: pytest's exit 5, explained)",
+    )
     _all_capabilities_argument(parser)
     parser.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
     # The KERNEL_DIR positional is already added; argparse has no notation for what follows `--`.
@@ -224,6 +229,7 @@ def cmd_test(args: argparse.Namespace) -> int:
                 build=not args.no_build,
                 pytest_args=args.pytest_args,
                 all_capabilities=args.all_capabilities,
+                allow_no_tests=args.allow_no_tests,
             ),
         )
     return code
