@@ -21,6 +21,7 @@ from typing import Any
 from packaging.version import Version
 
 from kbuild import __version__, abi, backends, gitrepo, locks, paths
+from kbuild.checks import require_cpp_registration
 from kbuild.compiling import run_ninja
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
@@ -148,6 +149,7 @@ def build_kernel(
     if manifest.is_noarch and variant is None:
         return [build_kernel(kernel_dir, f"torch-{backend}", jobs=jobs, log=log) for backend in manifest.backends][0]
     target = resolve_variant(manifest, variant)
+    require_cpp_registration(manifest)
     with build_lock(kernel_dir, log):
         project = project_for(manifest, target)
         started = time.monotonic()

@@ -47,11 +47,14 @@ def command(
 
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
-    """Kernel folders named on the command line; none means every kernel under ./kernels."""
+    """Kernel folders named on the command line; none means the kernel folder kbuild runs in, else
+    every kernel under ./kernels."""
     for path in paths:
         manifest_path(path)
     if paths:
         return [Path(p) for p in paths]
+    if Path("build.toml").is_file():
+        return [Path.cwd()]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
     if not found:
         raise KbuildError(
@@ -626,10 +629,25 @@ def build_parser() -> argparse.ArgumentParser:
                 "kernels",
                 nargs="*",
                 metavar="KERNEL_DIR",
-                help="kernel folders (default: every kernel under ./kernels)",
+                help="kernel folders (default: the current folder when it is one, else every kernel under ./kernels)",
             )
         spec.arguments(sub)
     return parser
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> str | None:
+    """'did you mean --against?' for the mistyped options among `unknown`, if any is close to an
+    option of `command`."""
+    import difflib
+
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = [o for action in subparsers.choices[command]._actions for o in action.option_strings]
+    guesses = []
+    for word in unknown:
+        close = difflib.get_close_matches(word.partition("=")[0], options, n=1) if word.startswith("--") else []
+        if close:
+            guesses.append(f"{word.partition('=')[0]}: did you mean {close[0]}?")
+    return "; ".join(guesses) or None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -644,6 +662,11 @@ def main(argv: list[str] | None = None) -> int:
         split = argv.index("--")
         argv, passthrough = argv[:split], argv[split + 1 :]
     args, unknown = parser.parse_known_args(argv)
+    suggestion = _did_you_mean(parser, args.command, unknown)
+    if suggestion:
+        say(f"error: unrecognized arguments: {' '.join(unknown)}", err=True)
+        say(f"  fix: {suggestion} (`kbuild {args.command} --help` lists its options)", err=True)
+        return EXIT_BAD_INPUT
     if unknown and args.command == "test":
         say(f"error: unrecognized arguments: {' '.join(unknown)}", err=True)
         say(
