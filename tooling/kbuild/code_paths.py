@@ -1,11 +1,12 @@
 """One CUDA capability per distinct code path of a `[kernel.*]` table: what CI compiles.
 
 A table's sources (those it lists and the kernel's own headers they include with `#include "..."`)
-take a different path for a capability only where they test `__CUDA_ARCH__` against a number, or
-where the capability is arch-specific (`9.0a`, `10.0f`: the `__CUDA_ARCH_FEAT_*` and
-`__CUDA_ARCH_SPECIFIC__` macros). Capabilities on the same side of every such number, with the same
-suffix, compile the same code, so one of them (the oldest) checks it. A use of `__CUDA_ARCH__`
-that is neither a number comparison nor a `defined(...)` / `#ifdef` test keeps every capability.
+take a different path for a capability only where they compare `__CUDA_ARCH__` (or
+`__CUDA_ARCH_SPECIFIC__`, `__CUDA_ARCH_FAMILY_SPECIFIC__`) with a number, or where the capability
+is arch- or family-specific (`9.0a`, `10.0f`: the `__CUDA_ARCH_FEAT_*` macros and those two).
+Capabilities on the same side of every such number, with the same suffix, compile the same code,
+so one of them (the oldest) checks it. A use of those macros that
+is neither a number comparison nor a `defined(...)` / `#ifdef` test keeps every capability.
 The branches inside library headers (CUDA's, CUTLASS's) are theirs and not counted."""
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _OPS = ("==", "!=", ">=", "<=", ">", "<")
 _OP = "|".join(re.escape(op) for op in _OPS)
-_COMPARISON = re.compile(rf"__CUDA_ARCH__\s*({_OP})\s*(\d+)|(\d+)\s*({_OP})\s*__CUDA_ARCH__")
-_PRESENCE = re.compile(r"defined\s*\(?\s*__CUDA_ARCH__\s*\)?|#\s*if(?:n)?def\s+__CUDA_ARCH__\b")
+# __CUDA_ARCH__, and the value the arch-specific (9.0a) and family-specific (10.0f) targets also get.
+_MACRO = r"__CUDA_ARCH(?:_SPECIFIC|_FAMILY_SPECIFIC)?__"
+_COMPARISON = re.compile(rf"{_MACRO}\s*({_OP})\s*(\d+)|(\d+)\s*({_OP})\s*{_MACRO}")
+_PRESENCE = re.compile(rf"defined\s*\(?\s*{_MACRO}\s*\)?|#\s*if(?:n)?def\s+{_MACRO}")
 _MIRRORED = {">": "<", "<": ">", ">=": "<=", "<=": ">=", "==": "==", "!=": "!="}
 
 
@@ -61,7 +64,7 @@ def _boundaries(text: str) -> set[int] | None:
         else:
             found |= {value, value + 1}
     rest = _PRESENCE.sub(" ", _COMPARISON.sub(" ", code))
-    return None if "__CUDA_ARCH__" in rest else found
+    return None if re.search(_MACRO, rest) else found
 
 
 def _arch_number(capability: str) -> int:

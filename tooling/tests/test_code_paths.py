@@ -79,6 +79,15 @@ def test_equality_tests_split_on_both_sides(cuda_kernel):
     assert _gencodes(cuda_kernel, "--one-per-code-path")["demo_cuda"] == ["75", "86", "89"]
 
 
+def test_family_specific_tests_split_family_capabilities(cuda_kernel):
+    toml = cuda_kernel / "build.toml"
+    toml.write_text(toml.read_text().replace('"10.0+PTX"]', '"10.0f", "12.0f"]'))
+    _write(cuda_kernel, "__global__ void k() {}\n")
+    assert _gencodes(cuda_kernel, "--one-per-code-path")["demo_cuda"] == ["75", "100f"]
+    _write(cuda_kernel, "#if __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1200\n#endif\n")
+    assert _gencodes(cuda_kernel, "--one-per-code-path")["demo_cuda"] == ["75", "100f", "120f"]
+
+
 def test_the_repository_kernels(tmp_path):
     """Today's kernels as CI compiles them: relu has no arch test (7.5 checks its one path); gemm's
     generic tables test 890 and 900, so 8.0, 8.9 and 9.0 each take a path, and sm90 is 9.0a only."""
