@@ -3,20 +3,27 @@
 # Compile-only here: this machine has no GPU (GPU results are in kernels/*/benchmarks/results/).
 # The kernels build side by side, each with ninja -j 2: a kernel's longest translation unit
 # (gemm's Hopper kernels) would otherwise leave a core idle while the others wait.
-#   --setup     only set up .venv-cu130 (scripts/test.sh does it beside scripts/bootstrap.sh)
-#   --no-setup  only compile, in the .venv-cu130 that --setup made
+# What it compiles is CI's compile check: each [kernel.*] table for one CUDA capability per distinct
+# code path of its sources (`kbuild build --one-per-code-path`: the oldest capability on each side of
+# every `__CUDA_ARCH__` test, and each arch-specific one such as 9.0a). The release and GPU workflows
+# (.github/workflows) compile build.toml's full list, as --all-capabilities does here.
+#   --setup             only set up .venv-cu130 (scripts/test.sh does it beside scripts/bootstrap.sh)
+#   --no-setup          only compile, in the .venv-cu130 that --setup made
+#   --all-capabilities  compile every capability build.toml lists (what a release builds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-setup=1 compile=1
-case "${1:-}" in
-  "") ;;
-  --setup) compile=0 ;;
-  --no-setup) setup=0 ;;
-  *)
-    echo "usage: bash scripts/cuda-compile.sh [--setup | --no-setup]" >&2
-    exit 2
-    ;;
-esac
+setup=1 compile=1 capabilities=--one-per-code-path
+for argument in "$@"; do
+  case "$argument" in
+    --setup) compile=0 ;;
+    --no-setup) setup=0 ;;
+    --all-capabilities) capabilities=--all-capabilities ;;
+    *)
+      echo "usage: bash scripts/cuda-compile.sh [--setup | --no-setup] [--all-capabilities]" >&2
+      exit 2
+      ;;
+  esac
+done
 if ! command -v nvcc >/dev/null; then
   echo "cuda-compile: nvcc not found; install the CUDA 13.0 toolkit" >&2
   exit 1
@@ -63,7 +70,7 @@ fi
 [ "$compile" = 1 ] || exit 0
 
 # Each kernel's output streams as it comes, its lines prefixed with [<kernel>], between a start
-# and an end line. Every capability of build.toml is compiled (what a release builds).
+# and an end line.
 pids=()
 for kernel in kernels/*/; do
   kernel=${kernel%/}
@@ -72,7 +79,7 @@ for kernel in kernels/*/; do
     (
       start=$SECONDS
       echo "cuda-compile: $kernel: started"
-      if .venv-cu130/bin/kbuild build "$kernel" --variant torch214-cxx11-cu130-x86_64-linux --all-capabilities -j 2 2>&1 |
+      if .venv-cu130/bin/kbuild build "$kernel" --variant torch214-cxx11-cu130-x86_64-linux "$capabilities" -j 2 2>&1 |
         sed -u "s|^|  [$name] |"; then
         echo "cuda-compile: $kernel built in $((SECONDS - start)) s"
       else

@@ -5,6 +5,13 @@
 # docs/upstream-sync.md quotes this script; tooling/tests/test_sync.py runs it.
 #   bash scripts/sync-walkthrough.sh [FOLDER]   (default: a new temporary folder; needs kbuild and git)
 set -euo pipefail
+# kbuild from PATH, else from the .venv that scripts/bootstrap.sh makes beside this script.
+venv=$(dirname "$(realpath "$0")")/../.venv/bin
+command -v kbuild >/dev/null || [ ! -x "$venv/kbuild" ] || PATH="$(realpath "$venv"):$PATH"
+if ! command -v kbuild >/dev/null; then
+  echo "sync-walkthrough: kbuild not found; fix: run bash scripts/bootstrap.sh (it makes .venv), then source .venv/bin/activate" >&2
+  exit 2
+fi
 work=$(realpath "${1:-$(mktemp -d)}")
 mkdir -p "$work" && cd "$work"
 export XDG_CACHE_HOME="$work/cache"  # kbuild's fetch cache, not the one in your home

@@ -43,7 +43,8 @@ class Import:
 
 
 def check_abi(build_dir: Path, *, nonportable_ok: bool = False) -> list[Finding]:
-    """Check every `*.so` under `build_dir` (a `build/` folder or one variant folder).
+    """Check every `*.so` under `build_dir` (a kernel folder, its `build/` folder or one variant
+    folder; a kernel folder's build trees under `.kbuild/` are left out).
     `nonportable_ok`: symbol versions beyond manylinux_2_28 are warnings (builds made with this
     machine's toolchain, in a local hub folder), the other rules still errors."""
     build_dir = Path(build_dir)
@@ -55,6 +56,8 @@ def check_abi(build_dir: Path, *, nonportable_ok: bool = False) -> list[Finding]
         )
     findings: list[Finding] = []
     for library in sorted(build_dir.rglob("*.so")):
+        if ".kbuild" in library.relative_to(build_dir).parts:
+            continue  # a kernel folder's build trees: what they link is staged into build/ and checked there
         stable = any(part.startswith(STABLE_ABI_PREFIX) for part in library.relative_to(build_dir.parent).parts)
         findings += check_library(library, stable_abi=stable, nonportable_ok=nonportable_ok)
     return findings

@@ -212,6 +212,7 @@ def api_check(
                 fix="run the check in an environment that builds a published variant (`kbuild variants` "
                 "names this one)",
             )
+        _require_same_kernel(manifest.name, old / "metadata.json", against)
         before, after = probe_all([old, Path(kernel_dir) / "build" / variant])
     breaks = compare(before, after)
     where = f"{manifest.upload_branch} of {sources[0].label}"
@@ -222,6 +223,17 @@ def api_check(
         return 1
     log(f"{manifest.name}: the API of {variant} is compatible with {where}")
     return 0
+
+
+def _require_same_kernel(name: str, metadata_file: Path, against: str) -> None:
+    """Refuse a published build of another kernel: its whole API would read as removed."""
+    published = json.loads(metadata_file.read_text(encoding="utf-8")).get("name")
+    if published != name:
+        raise KbuildError(
+            f"{against} is another kernel's repository: it publishes `{published}`, not `{name}`",
+            fix=f"pass {name}'s own repository to --against (a hub folder or OWNER/NAME), or leave --against out "
+            "to use the repo-id of build.toml",
+        )
 
 
 def guard_release(

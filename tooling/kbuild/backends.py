@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from kbuild import cuda
+from kbuild import code_paths, cuda
 from kbuild.errors import KbuildError
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ class Backend:
     hipify: bool = False
     # The archs of this machine's GPUs, for a build compiled for them only; None: no such build.
     local_gpus: Callable[[], tuple[str, ...]] | None = None
+    # Of one kernel's archs, one per distinct code path of its sources (what CI compiles); None: all.
+    code_path_archs: Callable[[Path, KernelSpec, list[str]], list[str]] | None = None
     # The CMake variable naming its device compiler, and the program looked up on PATH for it.
     compiler: tuple[str, str] | None = None
     # Variant tag: prefix and digits of the toolkit in the name (cu130, rocm71, xpu20260); None: the name.
@@ -150,6 +152,7 @@ CUDA = Backend(
     toolkit_bounds=lambda manifest: (manifest.general.cuda_minver, manifest.general.cuda_maxver),
     cutlass=True,
     local_gpus=cuda.local_gpu_capabilities,
+    code_path_archs=code_paths.one_per_code_path,
     compiler=("CMAKE_CUDA_COMPILER", "nvcc"),
     tag="cu",
     tag_digits=r"\d{3,}",

@@ -21,10 +21,11 @@ from typing import Any
 from packaging.version import Version
 
 from kbuild import __version__, abi, backends, gitrepo, locks, paths
+from kbuild.checks import require_cpp_registration
 from kbuild.compiling import run_ninja
 from kbuild.errors import KbuildError
 from kbuild.generate import Project, ops_name, render_ops, write_project
-from kbuild.inputs import input_digest, uid_of
+from kbuild.inputs import input_digest, rebuild_fix, uid_of
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import say
 from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
@@ -135,17 +136,20 @@ def build_kernel(
     *,
     jobs: int | None = None,
     all_capabilities: bool = False,
+    one_per_code_path: bool = False,
     log: Log = _stderr,
 ) -> Path:
     """Build `kernel_dir` for `variant` (default: this environment's) and return the staged folder.
     A [torch-noarch] kernel without `variant` is staged for each of its backends (it is pure
     Python, so one machine stages them all, as kernel-builder does); the first one's folder is returned.
-    A CUDA build on a machine with a GPU compiles for that GPU only, unless `all_capabilities`."""
+    A CUDA build on a machine with a GPU compiles for that GPU only, unless `all_capabilities`;
+    `one_per_code_path` compiles one capability per distinct code path instead (CI's check)."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     if manifest.is_noarch and variant is None:
         return [build_kernel(kernel_dir, f"torch-{backend}", jobs=jobs, log=log) for backend in manifest.backends][0]
     target = resolve_variant(manifest, variant)
+    require_cpp_registration(manifest)
     with build_lock(kernel_dir, log):
         project = project_for(manifest, target)
         started = time.monotonic()
@@ -154,7 +158,7 @@ def build_kernel(
         if target.kind != NOARCH:
             torch = find_torch()
             check_torch_bounds(manifest, torch, target)
-            project = for_local_gpu(project, all_capabilities, log)
+            project = _select_archs(project, all_capabilities, one_per_code_path, log)
             write_project(project, torch, log)
             library = _compile(project, jobs=jobs, log=log)
         staged = stage(project, library)
@@ -162,13 +166,19 @@ def build_kernel(
     return staged
 
 
-def generate_only(kernel_dir: Path | str, variant: str | None = None, *, all_capabilities: bool = False) -> Path:
+def generate_only(
+    kernel_dir: Path | str,
+    variant: str | None = None,
+    *,
+    all_capabilities: bool = False,
+    one_per_code_path: bool = False,
+) -> Path:
     """Write the generated CMake project of `kernel_dir` for `variant`; return the build tree.
 
     Any variant of the kernel's backends can be generated (rocm, metal, xpu included), also
     where it cannot be built; torch's paths in it are those of this environment's torch.
     Without `variant`, the project is the one `build_kernel` builds (for the local GPU only, unless
-    `all_capabilities`)."""
+    `all_capabilities`); `one_per_code_path`: one capability per distinct code path, any variant."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     if variant is None:
@@ -181,10 +191,24 @@ def generate_only(kernel_dir: Path | str, variant: str | None = None, *, all_cap
         )
     with build_lock(kernel_dir, _stderr):
         project = project_for(manifest, target)
-        if variant is None:
-            project = for_local_gpu(project, all_capabilities, _stderr)
+        if variant is None or one_per_code_path:
+            project = _select_archs(project, all_capabilities, one_per_code_path, _stderr)
         write_project(project, find_torch())
     return project.build_dir
+
+
+def _select_archs(project: Project, all_capabilities: bool, one_per_code_path: bool, log: Log) -> Project:
+    """`project` with the archs a build compiles: one per code path when `one_per_code_path`
+    (saying which), else `for_local_gpu`'s."""
+    if not one_per_code_path:
+        return for_local_gpu(project, all_capabilities, log)
+    reduced = replace(project, one_per_code_path=True)
+    if reduced.archs != project.archs:
+        log(
+            f"kbuild: compiling one capability per code path: {', '.join(reduced.archs)} of build.toml's "
+            f"{', '.join(project.archs)} (a compile check; publish refuses it, --all-capabilities compiles them all)"
+        )
+    return reduced
 
 
 def for_local_gpu(project: Project, all_capabilities: bool, log: Log) -> Project:
@@ -215,10 +239,10 @@ def require_all_capabilities(manifest: Manifest, variant_dir: Path, *, digest: s
     expected = project_for(manifest, variant, digest).archs
     if recorded != expected:
         raise KbuildError(
-            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local build), "
+            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local or CI build), "
             f"not every capability build.toml lists ({', '.join(expected)})",
             file=str(metadata_file),
-            fix=f"rebuild it: `kbuild build {manifest.kernel_dir} --all-capabilities`",
+            fix=rebuild_fix(manifest, variant_dir.name),
         )
 
 

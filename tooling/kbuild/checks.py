@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 from kbuild.card_links import check_card_links
-from kbuild.errors import ManifestError
+from kbuild.errors import KbuildError, ManifestError
 from kbuild.findings import Finding
 from kbuild.hubid import branch_problem, repo_id_problem
 from kbuild.inputs import EXTENSION_NAME, SOURCE_SUFFIXES, blank, build_inputs, code_of
-from kbuild.manifest import load_manifest
+from kbuild.manifest import Manifest, load_manifest
 
 REGISTERING_DECORATORS = {
     "custom_op",
@@ -175,6 +175,15 @@ def check_op_registration(path: Path) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def require_cpp_registration(manifest: Manifest) -> None:
+    """Refuse a build whose C/C++/CUDA sources register ops under a fixed namespace (what
+    `kbuild check` reports): the first such registration, as an error naming its line and the fix."""
+    for rel in build_inputs(manifest):
+        if rel.suffix in SOURCE_SUFFIXES:
+            for finding in check_cpp_registration(manifest.kernel_dir / rel):
+                raise KbuildError(finding.message, file=finding.path, where=finding.line, fix=finding.fix)
 
 
 def check_cpp_registration(path: Path) -> list[Finding]:

@@ -47,11 +47,14 @@ def command(
 
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
-    """Kernel folders named on the command line; none means every kernel under ./kernels."""
+    """Kernel folders named on the command line; none means the kernel folder kbuild runs in, else
+    every kernel under ./kernels."""
     for path in paths:
         manifest_path(path)
     if paths:
         return [Path(p) for p in paths]
+    if Path("build.toml").is_file():
+        return [Path.cwd()]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
     if not found:
         raise KbuildError(
@@ -60,7 +63,7 @@ def _kernel_dirs(paths: list[str]) -> list[Path]:
     return found
 
 
-def _all_capabilities_argument(parser: argparse.ArgumentParser) -> None:
+def _all_capabilities_argument(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
     parser.add_argument(
         "--all-capabilities",
         action="store_true",
@@ -68,10 +71,23 @@ def _all_capabilities_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _capabilities_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    _all_capabilities_argument(group)
+    group.add_argument(
+        "--one-per-code-path",
+        action="store_true",
+        help=(
+            "compile one CUDA capability per distinct code path of each kernel's sources (CI's compile check; "
+            "publish refuses the result)"
+        ),
+    )
+
+
 def _build_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant name to build (must match this environment's torch)")
     parser.add_argument("-j", "--jobs", type=int, help="parallel compile jobs (default: ninja's choice)")
-    _all_capabilities_argument(parser)
+    _capabilities_arguments(parser)
 
 
 @command(
@@ -86,13 +102,21 @@ def cmd_build(args: argparse.Namespace) -> int:
     from kbuild.build import build_kernel
 
     for kernel_dir in _kernel_dirs(args.kernels):
-        say(build_kernel(kernel_dir, args.variant, jobs=args.jobs, all_capabilities=args.all_capabilities))
+        say(
+            build_kernel(
+                kernel_dir,
+                args.variant,
+                jobs=args.jobs,
+                all_capabilities=args.all_capabilities,
+                one_per_code_path=args.one_per_code_path,
+            )
+        )
     return 0
 
 
 def _generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant name (default: this environment's)")
-    _all_capabilities_argument(parser)
+    _capabilities_arguments(parser)
 
 
 @command(
@@ -104,7 +128,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from kbuild.build import generate_only
 
     for kernel_dir in _kernel_dirs(args.kernels):
-        say(generate_only(kernel_dir, args.variant, all_capabilities=args.all_capabilities))
+        say(
+            generate_only(
+                kernel_dir,
+                args.variant,
+                all_capabilities=args.all_capabilities,
+                one_per_code_path=args.one_per_code_path,
+            )
+        )
     return 0
 
 
@@ -175,6 +206,11 @@ def _test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", help="variant to build and test")
     parser.add_argument("--ci", action="store_true", help="run only the quick tests marked kernels_ci")
     parser.add_argument("--no-build", action="store_true", help="test the existing build without rebuilding")
+    parser.add_argument(
+        "--allow-no-tests",
+        action="store_true",
+        help="exit 0 when pytest selects no test (default: pytest's exit 5, explained)",
+    )
     _all_capabilities_argument(parser)
     parser.epilog = "Arguments after `--` go to pytest, e.g. kbuild test kernels/relu -- -k bad_inputs"
     # The KERNEL_DIR positional is already added; argparse has no notation for what follows `--`.
@@ -196,6 +232,7 @@ def cmd_test(args: argparse.Namespace) -> int:
                 build=not args.no_build,
                 pytest_args=args.pytest_args,
                 all_capabilities=args.all_capabilities,
+                allow_no_tests=args.allow_no_tests,
             ),
         )
     return code
@@ -592,10 +629,25 @@ def build_parser() -> argparse.ArgumentParser:
                 "kernels",
                 nargs="*",
                 metavar="KERNEL_DIR",
-                help="kernel folders (default: every kernel under ./kernels)",
+                help="kernel folders (default: the current folder when it is one, else every kernel under ./kernels)",
             )
         spec.arguments(sub)
     return parser
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> str | None:
+    """'did you mean --against?' for the mistyped options among `unknown`, if any is close to an
+    option of `command`."""
+    import difflib
+
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = [o for action in subparsers.choices[command]._actions for o in action.option_strings]
+    guesses = []
+    for word in unknown:
+        close = difflib.get_close_matches(word.partition("=")[0], options, n=1) if word.startswith("--") else []
+        if close:
+            guesses.append(f"{word.partition('=')[0]}: did you mean {close[0]}?")
+    return "; ".join(guesses) or None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -610,6 +662,11 @@ def main(argv: list[str] | None = None) -> int:
         split = argv.index("--")
         argv, passthrough = argv[:split], argv[split + 1 :]
     args, unknown = parser.parse_known_args(argv)
+    suggestion = _did_you_mean(parser, args.command, unknown)
+    if suggestion:
+        say(f"error: unrecognized arguments: {' '.join(unknown)}", err=True)
+        say(f"  fix: {suggestion} (`kbuild {args.command} --help` lists its options)", err=True)
+        return EXIT_BAD_INPUT
     if unknown and args.command == "test":
         say(f"error: unrecognized arguments: {' '.join(unknown)}", err=True)
         say(

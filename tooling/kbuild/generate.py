@@ -67,6 +67,8 @@ class Project:
     digest: str  # of the build's inputs (kbuild.inputs.input_digest), computed once per command
     # The local GPUs' capabilities to compile for instead of each kernel's full list; () = the full list.
     gpu_capabilities: tuple[str, ...] = ()
+    # One arch per distinct code path of each kernel's sources (CI's compile check), not the full list.
+    one_per_code_path: bool = False
 
     @property
     def generated_dir(self) -> Path:
@@ -89,8 +91,13 @@ class Project:
 
     def kernel_archs(self, kernel: KernelSpec) -> list[str]:
         """The archs `kernel` is compiled for in this variant (CUDA: those that run on the local
-        GPUs when `gpu_capabilities` names them and the kernel has any)."""
-        return self.backend.archs(kernel, self.variant.toolkit, self.gpu_capabilities)
+        GPUs when `gpu_capabilities` names them and the kernel has any; one per code path when
+        `one_per_code_path`)."""
+        archs = self.backend.archs(kernel, self.variant.toolkit, self.gpu_capabilities)
+        reduce = self.backend.code_path_archs
+        if self.one_per_code_path and reduce is not None:
+            return reduce(self.manifest.kernel_dir, kernel, archs)
+        return archs
 
     @property
     def archs(self) -> list[str]:

@@ -107,5 +107,16 @@ def require_fresh(manifest: Manifest, variant_dir: Path, *, digest: str | None =
         raise KbuildError(
             f"the build of {variant_dir.name} is stale: its metadata.json {why}",
             file=str(metadata_file),
-            fix=f"rebuild it: `kbuild build {manifest.kernel_dir}`",
+            fix=rebuild_fix(manifest, variant_dir.name),
         )
+
+
+def rebuild_fix(manifest: Manifest, variant: str) -> str:
+    """How to rebuild `variant` as a release has it: that variant, every capability build.toml lists."""
+    from kbuild import backends
+    from kbuild.variants import Variant
+
+    flags = f" --variant {variant}"
+    if backends.get(Variant.parse(variant).backend).local_gpus is not None:
+        flags += " --all-capabilities"
+    return f"rebuild it, from a Python whose torch builds {variant}: `kbuild build {manifest.kernel_dir}{flags}`"

@@ -94,7 +94,7 @@ def _kernel_name(value: str) -> Problem | None:
     if not NAME_PATTERN.fullmatch(value):
         return (
             f"invalid name `{show(value)}`",
-            "use lowercase letters, digits and `-`, starting with a letter and not ending with `-`",
+            "use two or more lowercase letters, digits and `-`, starting with a letter and not ending with `-`",
         )
     if len(value) > NAME_MAX_LENGTH:
         return (

@@ -126,8 +126,15 @@ def prepare_release(
                     file=str(kernel_dir / "build"),
                     fix=f"build it, or choose one of: {', '.join(built) or 'none'}",
                 )
-            require_fresh(manifest, built[name], digest=digest)
-            require_all_capabilities(manifest, built[name], digest=digest)
+            try:
+                require_fresh(manifest, built[name], digest=digest)
+                require_all_capabilities(manifest, built[name], digest=digest)
+            except KbuildError as err:
+                others = [other for other in chosen if other != name]
+                if variants is None and others:
+                    leave_out = " ".join(f"--variant {other}" for other in others)
+                    err.fix = f"{err.fix}; or leave it out: add `{leave_out}` to the publish command"
+                raise
             findings += [str(f) for f in check_abi(built[name])]
             units.append(Unit(f"build/{name}", _variant_files(kernel_dir, name), f"Upload {name}"))
     if variants is None:

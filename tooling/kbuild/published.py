@@ -135,7 +135,7 @@ class HubRepository(Source):
         """No branch when the repository does not exist (a kernel not released yet)."""
         from huggingface_hub.errors import RepositoryNotFoundError
 
-        with _hub_errors(self.repo_id):
+        with _hub_errors(self.repo_id, self._client().endpoint):
             try:
                 refs = self._client().list_repo_refs(self.repo_id, repo_type=REPO_TYPE)
             except RepositoryNotFoundError:
@@ -148,7 +148,7 @@ class HubRepository(Source):
         from huggingface_hub.errors import EntryNotFoundError
 
         api = self._client()
-        with tempfile.TemporaryDirectory(prefix="kbuild-published-") as tmp, _hub_errors(self.repo_id):
+        with tempfile.TemporaryDirectory(prefix="kbuild-published-") as tmp, _hub_errors(self.repo_id, api.endpoint):
             try:
                 tree = api.list_repo_tree(self.repo_id, "build", recursive=True, revision=branch, repo_type=REPO_TYPE)
                 files = [entry.path for entry in tree if isinstance(entry, RepoFile)]
@@ -164,9 +164,15 @@ class HubRepository(Source):
         return True  # the release workflow signs every variant it publishes to the Hub
 
 
+# What to do instead of reading the Hub, in every message that says it could not be read.
+PASS_A_FOLDER = "or pass a folder instead of the repository id: a local hub folder such as .hub, or a version checkout"
+
+
 @contextmanager
-def _hub_errors(repo_id: str) -> Iterator[None]:
-    from huggingface_hub.errors import HfHubHTTPError
+def _hub_errors(repo_id: str, endpoint: str) -> Iterator[None]:
+    """Turn the Hub's refusals, offline mode and network failures into errors that say what to do."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
     try:
         yield
@@ -175,6 +181,16 @@ def _hub_errors(repo_id: str) -> Iterator[None]:
         raise KbuildError(
             scrub(f"the Hub refused to read {repo_id} (HTTP {status}): {err.server_message or err}"),
             fix="check the repository id, and for a private repository the token (HF_TOKEN or `hf auth login`)",
+        ) from None
+    except OfflineModeIsEnabled:
+        raise KbuildError(
+            f"cannot read {repo_id} from the Hub: HF_HUB_OFFLINE is set (huggingface_hub's offline mode)",
+            fix=f"unset HF_HUB_OFFLINE to read the Hub, {PASS_A_FOLDER}",
+        ) from None
+    except (httpx2.TransportError, LocalEntryNotFoundError) as err:
+        raise KbuildError(
+            scrub(f"cannot reach the Hub at {endpoint} to read {repo_id}: {type(err).__name__}: {err}"),
+            fix=f"check the network connection and HF_ENDPOINT (when set), then run it again, {PASS_A_FOLDER}",
         ) from None
 
 
@@ -185,6 +201,7 @@ def open_source(target: str, repo_id: str | None = None) -> list[Source]:
     path = Path(target)
     if path.is_dir():
         if (path / "build").is_dir():
+            _refuse_source_folder(path)
             return [Checkout(repo_id or path.name, str(path), True, path, _checkout_branch(path))]
         if (path / ".git").exists():
             return [GitRepository(repo_id or "/".join(path.resolve().parts[-2:]), str(path), True, path)]
@@ -213,6 +230,18 @@ def open_source(target: str, repo_id: str | None = None) -> list[Source]:
             fix="pass a local hub folder (e.g. .hub) or a Hub repository id (OWNER/NAME)",
         )
     return [HubRepository(target, f"hub:{target}", False)]
+
+
+def _refuse_source_folder(path: Path) -> None:
+    """A kernel's source folder (build.toml, inside a larger work tree) holds local builds, not
+    what was published: comparing or verifying them would check a build against itself."""
+    if (path / "build.toml").is_file() and gitrepo.toplevel(path) != path.resolve():
+        raise KbuildError(
+            "this is a kernel's source folder: its build/ holds local builds, not a published release",
+            file=str(path),
+            fix=f"publish it first (`kbuild publish {path} --to .hub`) and pass .hub, or pass the kernel's Hub "
+            "repository id (OWNER/NAME)",
+        )
 
 
 def _checkout_branch(path: Path) -> str:

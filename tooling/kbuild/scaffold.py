@@ -9,7 +9,7 @@ import jinja2
 from kbuild.backends import BY_NAME, SCAFFOLDED
 from kbuild.errors import KbuildError
 from kbuild.hubid import check_repo_id
-from kbuild.manifest import ALL_BACKENDS, BACKEND_WORDS, NAME_PATTERN
+from kbuild.manifest import ALL_BACKENDS, BACKEND_WORDS, KERNEL_TABLE_NAME, NAME_PATTERN
 from kbuild.schema import one_of
 
 TEMPLATES = jinja2.Environment(
@@ -57,14 +57,22 @@ def create_kernel(directory: Path, *, backends: list[str], license: str, repo_id
     if not NAME_PATTERN.fullmatch(name):
         raise KbuildError(
             f"`{name}` is not a valid kernel name",
-            fix="name the folder with lowercase letters, digits and `-`, starting with a letter (e.g. kernels/my-op)",
+            fix="name the folder with two or more lowercase letters, digits and `-`, starting with a letter and "
+            "ending with a letter or digit (e.g. kernels/my-op)",
         )
     _check_backends(backends)
+    python_name = name.replace("-", "_")
+    for backend in backends:
+        table = f"{python_name}_{backend}"
+        if not KERNEL_TABLE_NAME.fullmatch(table):
+            raise KbuildError(
+                f"`{name}` is too long for kbuild init: its [kernel.{table}] table name would be over 64 characters",
+                fix=f"use a name of at most {64 - len(table) + len(python_name)} characters",
+            )
     if directory.exists() and any(directory.iterdir()):
         raise KbuildError(f"{directory} already exists and is not empty", fix="choose a new folder")
     repo_id = repo_id or f"kernels-community/{name}"
     check_repo_id(repo_id, source="--repo-id")
-    python_name = name.replace("-", "_")
     context = {
         "name": name,
         "python_name": python_name,

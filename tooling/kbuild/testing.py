@@ -40,9 +40,11 @@ def run_tests(
     build: bool = True,
     pytest_args: list[str] | None = None,
     all_capabilities: bool = False,
+    allow_no_tests: bool = False,
 ) -> int:
     """Build (unless `build` is False; for the local GPU only unless `all_capabilities`), then run
-    pytest on `<kernel>/tests`; return its exit code, with 'no tests collected' counted as success."""
+    pytest on `<kernel>/tests`; return its exit code. 'No tests collected' (5) is a failure, said
+    in words, unless `allow_no_tests` counts it as success."""
     kernel_dir = Path(kernel_dir).resolve()
     manifest = load_manifest(kernel_dir)
     if build:
@@ -61,6 +63,13 @@ def run_tests(
     say(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", err=True)
     code = subprocess.run(command, env=kernel_test_environment(manifest), check=False).returncode
     if code == NO_TESTS_COLLECTED:
-        say(f"kbuild: {manifest.name}: no tests selected (counted as success)", err=True)
-        return 0
+        if allow_no_tests:
+            say(f"kbuild: {manifest.name}: no tests selected (counted as success: --allow-no-tests)", err=True)
+            return 0
+        say(
+            f"kbuild: {manifest.name}: pytest selected no test (exit {NO_TESTS_COLLECTED}): check the -k and -m "
+            "expressions against the test names (`-- --collect-only -q` lists them); --allow-no-tests counts "
+            "this as success",
+            err=True,
+        )
     return code

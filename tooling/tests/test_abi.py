@@ -201,3 +201,17 @@ def test_static_libstdcxx_copy_is_detected(tmp_path):
     subprocess.run(["g++", "-shared", "-fPIC", source, "-o", shared], check=True)
     assert "linked statically" in embedded_cxx_runtime(static)
     assert embedded_cxx_runtime(shared) is None
+
+
+def test_a_kernel_folder_is_checked_once_per_library_not_in_its_build_trees(tmp_path, capsys):
+    """`check --abi KERNEL_DIR`: the build trees under .kbuild/ hold the same libraries as build/."""
+    from kbuild.cli import main
+
+    kernel = tmp_path / "demo"
+    staged = _compile(tmp_path, kernel / "build/torch213-cxx11-cpu-x86_64-linux/_x.abi3.so", "USE_PRIVATE_PYTHON")
+    tree = kernel / ".kbuild/torch213-cxx11-cpu-x86_64-linux/extension.abi3.so"
+    tree.parent.mkdir(parents=True)
+    shutil.copy(staged, tree)
+    assert main(["check", "--abi", str(kernel)]) == 1
+    errors = [line for line in capsys.readouterr().out.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and errors[0].startswith(f"{staged}: error: imports Python symbols"), errors

@@ -163,6 +163,19 @@ def test_api_check_and_publish_against_a_local_hub_folder(relu_copy, relu_varian
     assert "function `relu_legacy`" in message
 
 
+def test_api_check_refuses_another_kernels_repository(relu_copy, relu_variant, hub, capsys):
+    """A repository whose v1 publishes another kernel (here: its metadata.json says gemm) is named as
+    such, not read as every op and function of relu removed."""
+    repo = hub / "kernels-community" / "relu"
+    metadata = f"build/{relu_variant.name}/metadata.json"
+    _edit_published(repo, "v1", metadata, lambda text: text.replace('"relu"', '"gemm"'))
+    assert main(["api-check", str(relu_copy), "--no-build", "--against", str(repo)]) == 2
+    captured = capsys.readouterr()
+    assert f"{repo} is another kernel's repository: it publishes `gemm`, not `relu`" in captured.err
+    assert "fix: pass relu's own repository to --against" in captured.err
+    assert "breaking change" not in captured.out
+
+
 def test_api_check_against_the_hub(relu_copy, relu_variant):
     """The command as CI runs it: the repository id of build.toml (or another one), read through
     huggingface_hub at HF_ENDPOINT, against the existing build."""

@@ -94,8 +94,15 @@ def test_kernel_made_by_init_builds_and_passes_its_tests(tmp_path):
     assert (kernel / "CARD.md").is_file()
 
 
-def test_kbuild_test_counts_no_selected_tests_as_success(relu_copy, relu_build):
-    assert run_tests(relu_copy, build=False, pytest_args=["-m", "not kernels_ci and kernels_ci"]) == 0
+def test_kbuild_test_fails_when_no_test_is_selected_unless_allowed(relu_copy, relu_build, capfd):
+    from kbuild.cli import main
+
+    assert main(["test", str(relu_copy), "--no-build", "--", "-k", "typo_in_the_name"]) == 5
+    err = capfd.readouterr().err
+    assert "relu: pytest selected no test (exit 5): check the -k and -m expressions" in err
+    assert "--allow-no-tests counts this as success" in err
+    assert main(["test", str(relu_copy), "--no-build", "--allow-no-tests", "--", "-k", "typo_in_the_name"]) == 0
+    assert "no tests selected (counted as success: --allow-no-tests)" in capfd.readouterr().err
 
 
 def test_wrong_variant_is_a_clear_error(relu_copy, capsys):

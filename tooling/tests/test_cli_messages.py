@@ -78,3 +78,44 @@ def test_init_names_what_it_cannot_scaffold(tmp_path, capsys, backend, words):
     err = " ".join(capsys.readouterr().err.split())
     assert all(word in err for word in words) and "fix: " in err
     assert not (tmp_path / "my-op").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fix"),
+    [
+        (["api-check", "{kernel}", "--agaisnt", "x/y"], "fix: --agaisnt: did you mean --against?"),
+        (["test", "{kernel}", "--no-biuld"], "fix: --no-biuld: did you mean --no-build?"),
+        (["build", "{kernel}", "--all-capabilites"], "fix: --all-capabilites: did you mean --all-capabilities?"),
+    ],
+)
+def test_a_mistyped_option_gets_a_did_you_mean(kernel_dir, capsys, args, fix):
+    assert main([a.format(kernel=kernel_dir) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert fix in err and "--help` lists its options" in err
+
+
+def test_commands_run_in_a_kernel_folder_use_that_kernel(kernel_dir, monkeypatch, capsys):
+    (kernel_dir / "kernels").mkdir()  # not the repository root: nothing under ./kernels
+    monkeypatch.chdir(kernel_dir)
+    assert main(["check"]) == 0
+    assert capsys.readouterr().out.startswith(f"{kernel_dir / 'tests'}: warning: no tests")
+
+
+def test_build_refuses_the_registration_check_refuses(kernel_dir, capsys):
+    binding = kernel_dir / "torch-ext" / "torch_binding.cpp"
+    binding.write_text("#include <torch/library.h>\n\nTORCH_LIBRARY(mk, ops) {}\n")
+    assert main(["check", str(kernel_dir)]) == 1
+    assert "`TORCH_LIBRARY(mk, ...)` registers ops under a fixed namespace" in capsys.readouterr().out
+    assert main(["build", str(kernel_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{binding}:3: `TORCH_LIBRARY(mk, ...)` registers ops under a fixed namespace" in err
+    assert "fix: write `TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops)`" in err
+    assert not (kernel_dir / ".kbuild").exists()
+
+
+def test_the_readme_says_how_to_run_kbuild_before_its_first_kbuild_command():
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    activate = readme.find("source .venv/bin/activate")
+    assert 0 <= activate < readme.index("\nkbuild ") and ".venv/bin/kbuild" in readme[: readme.index("\nkbuild ")]

@@ -830,3 +830,21 @@ def test_the_walkthrough_script_runs_from_start_to_end(tmp_path):
 def test_the_docs_quote_the_walkthrough_script():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "upstream-sync.md").read_text()
     assert f"```bash\n{WALKTHROUGH.read_text()}```" in doc
+
+
+def test_the_walkthrough_script_finds_the_venv_or_says_how_to_make_it(tmp_path):
+    """Run as the docs say (`bash scripts/sync-walkthrough.sh`, no virtual environment activated):
+    the repository's .venv when there is one, else the command that makes it."""
+    scripts = tmp_path / "repo" / "scripts"
+    scripts.mkdir(parents=True)
+    shutil.copy(WALKTHROUGH, scripts)
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    command = ["bash", str(scripts / WALKTHROUGH.name), str(tmp_path / "walkthrough")]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 2
+    assert "kbuild not found; fix: run bash scripts/bootstrap.sh" in result.stderr
+    assert "source .venv/bin/activate" in result.stderr
+    (tmp_path / "repo" / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].startswith("scale: up to date (main at ")
