@@ -47,15 +47,21 @@ def command(
 
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
-    """Kernel folders named on the command line; none means every kernel under ./kernels."""
+    """Kernel folders named on the command line; none means the current folder when it is a kernel
+    (as kernel-builder), else every kernel under ./kernels (this repository's layout), else every
+    kernel folder in the current folder (a kernels-community checkout's layout)."""
     for path in paths:
         manifest_path(path)
     if paths:
         return [Path(p) for p in paths]
+    if Path("build.toml").is_file():
+        return [Path(".")]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
+    found = found or sorted(p.parent for p in Path(".").glob("*/build.toml"))
     if not found:
         raise KbuildError(
-            "no kernels found under ./kernels", fix="pass kernel folders, or run from the repository root"
+            "no kernels found here, under ./kernels or in the folders of this one",
+            fix="pass kernel folders, or run from the repository root",
         )
     return found
 
@@ -101,11 +107,18 @@ def _generate_arguments(parser: argparse.ArgumentParser) -> None:
     help="Write the CMake project of a kernel into its build tree, without compiling.",
 )
 def cmd_generate(args: argparse.Namespace) -> int:
-    from kbuild.build import generate_only
+    from kbuild.build import NothingToGenerate, generate_only
 
+    code = 0
     for kernel_dir in _kernel_dirs(args.kernels):
-        say(generate_only(kernel_dir, args.variant, all_capabilities=args.all_capabilities))
-    return 0
+        try:  # each kernel of a batch, whatever the others'
+            say(generate_only(kernel_dir, args.variant, all_capabilities=args.all_capabilities))
+        except NothingToGenerate as exc:
+            say(f"{kernel_dir}: {exc.message}")
+        except KbuildError as exc:
+            say(f"error: {exc}", err=True)
+            code = exc.exit_code
+    return code
 
 
 def _variants_arguments(parser: argparse.ArgumentParser) -> None:
@@ -620,7 +633,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.parse_args(argv)  # argparse's own message for the other commands
     args.pytest_args = passthrough
-    warnings.showwarning = lambda message, *rest, **options: say(f"warning: {message}", err=True)
+    shown: set[str] = set()  # each warning once per command, however often its cause is read
+
+    def show(message: Warning | str, *rest: object, **options: object) -> None:
+        if str(message) not in shown:
+            shown.add(str(message))
+            say(f"warning: {message}", err=True)
+
+    warnings.showwarning = show
     try:
         return args.func(args)
     except KbuildError as exc:
