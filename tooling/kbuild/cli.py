@@ -37,7 +37,7 @@ def command(
     name: str, arguments: Callable[[argparse.ArgumentParser], None], *, help: str, kernel_dirs: bool = True
 ) -> Callable[[Run], Run]:
     """Register `run` as the command `name`; `arguments` adds its options (beside it in this file).
-    `kernel_dirs`: it also takes KERNEL_DIR... (default: every kernel under ./kernels)."""
+    `kernel_dirs`: it also takes KERNEL_DIR... (default: see _kernel_dirs)."""
 
     def register(run: Run) -> Run:
         COMMANDS.append(Command(name, help, run, arguments, kernel_dirs))
@@ -605,7 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "kernels",
                 nargs="*",
                 metavar="KERNEL_DIR",
-                help="kernel folders (default: every kernel under ./kernels)",
+                help="kernel folders (default: this one if it is a kernel, else those in ./kernels/, else in ./)",
             )
         spec.arguments(sub)
     return parser
