@@ -148,7 +148,8 @@ stage "kbuild tests (quick set, 2 pytest-xdist workers; the slow set is pytest -
 python -m pytest tooling/tests -q -m "not slow" -n 2
 
 stage "kernel-builder compatibility: test kernels build and pass their tests (CPU)"
-python -m pytest tooling/tests/test_compat.py -q -m slow -k "stable_split_cpu or stable_cpu_kernel"
+python -m pytest tooling/tests/test_compat.py tooling/tests/test_kb_corpus.py -q -m slow \
+  -k "stable_split_cpu or stable_cpu_kernel or test_kb_corpus"
 
 for kernel in "${kernels[@]}"; do
   stage "kernel tests: $kernel (CPU, through kernels.get_kernel; built above)"

@@ -20,7 +20,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from kbuild import __version__, abi, backends, gitrepo, locks, paths
+from kbuild import __version__, abi, backends, cutlass, gitrepo, locks, paths
 from kbuild.checks import require_cpp_registration
 from kbuild.compiling import run_ninja
 from kbuild.errors import KbuildError
@@ -166,6 +166,10 @@ def build_kernel(
     return staged
 
 
+class NothingToGenerate(KbuildError):
+    """A [torch-noarch] kernel has no CMake project (`kbuild generate` of a batch goes on)."""
+
+
 def generate_only(
     kernel_dir: Path | str,
     variant: str | None = None,
@@ -186,9 +190,7 @@ def generate_only(
     else:
         target = parse_variant_for(manifest, variant)
     if target.kind == NOARCH:
-        raise KbuildError(
-            f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate", file=manifest.path
-        )
+        raise NothingToGenerate(f"{manifest.name} is a [torch-noarch] kernel: there is nothing to generate")
     with build_lock(kernel_dir, _stderr):
         project = project_for(manifest, target)
         if variant is None or one_per_code_path:
@@ -271,9 +273,14 @@ def _compile(project: Project, *, jobs: int | None, log: Log) -> Path:
     build_dir = project.build_dir
     cmake = _require_tool("cmake", "pip install 'cmake>=3.26'")
     ninja = _require_tool("ninja", "pip install ninja")
-    if not (build_dir / "build.ninja").is_file():
+    # CUTLASS is found (or fetched) now, as kernel-builder's project does when CMake configures.
+    found = cutlass.configure_options(project.kernels) if project.backend.cutlass else []
+    cache = build_dir / "CMakeCache.txt"
+    cached = cache.read_text(encoding="utf-8", errors="replace").splitlines() if cache.is_file() else []
+    if not (build_dir / "build.ninja").is_file() or any(option[2:] not in cached for option in found):
         log(f"kbuild: configuring {build_dir}")
         args = [cmake, "-G", "Ninja", "-S", str(build_dir), "-B", str(build_dir), f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+        args += found
         device_compiler = project.backend.compiler
         if device_compiler and shutil.which(device_compiler[1]):
             args.append(f"-D{device_compiler[0]}={shutil.which(device_compiler[1])}")

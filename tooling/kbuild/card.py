@@ -1,7 +1,13 @@
 """The kernel card: a kernel's CARD.md (Jinja) rendered into the Hub README.
 
-Everything the template sees is read from files, never by importing the kernel: the API from
-`torch-ext/<python_name>/__init__.py` and `layers.py` (parsed with `ast`), the published variants
+Everything the template sees is read from files, never by importing the kernel. The variables of
+kernel-builder's card renderer keep its names, types and fallbacks: `repo_id`, `version`, `license`
+(lower case), `upstream`, `source`, `functions` (the strings of the package's `__all__` but
+`layers`; none: an empty list), `layers` (the classes of `layers.py` or the `layers/` package) and
+`has_benchmark` (`benchmarks/benchmark.py` exists). Each name in `functions` and `layers` is a
+string that also carries its signature and docstring (`function.signature`, `function.doc`), which
+kbuild's own cards show. kbuild adds the API's docs from `torch-ext/<python_name>/__init__.py`
+(parsed with `ast`), the published variants
 (the target branch's, else those under `build/`), the variants CI builds (`kbuild matrix`), and
 the newest benchmark result of each device and suite from `benchmarks/results/*.json` (the JSON written by
 a kernel's benchmark script: `machine`, `rows` with the columns of each case and `us`, the time
@@ -50,12 +56,25 @@ SECTION = r"(Args|Arguments|Parameters|Returns|Yields|Raises|Attributes):"
 ENTRY = re.compile(r"^(\*{0,2}\w+)(?: \(([^)]*)\))?: (.*)$")
 
 
-@dataclass(frozen=True)
-class Function:
-    name: str
+class Function(str):
+    """A public name of the kernel. As text it is the name (what kernel-builder's card variables
+    hold); its attributes are what kbuild read of its definition ("" when none was found)."""
+
     signature: str  # "relu(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor"
     doc: str
-    required: tuple[str, ...] = ()  # the annotations of the arguments without a default
+    required: tuple[str, ...]  # the annotations of the arguments without a default
+
+    def __new__(cls, name: str, signature: str = "", doc: str = "", required: tuple[str, ...] = ()) -> Function:
+        self = super().__new__(cls, name)
+        self.signature, self.doc, self.required = signature, doc, required
+        return self
+
+    def __reduce__(self) -> tuple[type[Function], tuple[str, str, str, tuple[str, ...]]]:
+        return (Function, (str(self), self.signature, self.doc, self.required))
+
+    @property
+    def name(self) -> str:
+        return str(self)
 
 
 @dataclass(frozen=True)
@@ -151,13 +170,14 @@ def card_context(
         "python_name": manifest.python_name,
         "repo_id": repo_id or manifest.repo_id,
         "version": manifest.version,
-        "license": manifest.general.license,
+        "license": manifest.general.license.lower(),
         "upstream": manifest.general.upstream,
         "source": manifest.general.source,
         "backends": manifest.backends,
         "summary": module_doc(package / "__init__.py"),
         "functions": functions,
-        "layers": layer_classes(package / "layers.py"),
+        "layers": layer_classes(package),
+        "has_benchmark": (kernel_dir / "benchmarks" / "benchmark.py").is_file(),
         "example": usage_example(manifest, functions, repo_id or manifest.repo_id),
         "variants": built,
         "ci_variants": ci_variants,
@@ -183,8 +203,8 @@ def usage_example(manifest: Manifest, functions: list[Function], repo_id: str) -
         f"device = {device}",
         "x = torch.randn(2, 4, device=device)",
     ]
-    if functions:
-        main = functions[0]
+    main = next((function for function in functions if function.signature), None)
+    if main is not None:
         arguments = [EXAMPLE_VALUES.get(annotation, "x") for annotation in main.required]
         lines.append(f"print({name}.{main.name}({', '.join(arguments)}))")
     return "\n".join(lines)
@@ -250,22 +270,22 @@ def module_doc(path: Path) -> str:
 
 
 def public_functions(init_py: Path) -> list[Function]:
-    """The functions named in `__all__`, in that order, from the package or its sibling modules."""
+    """The string names of `__all__` in its order but `layers` (as kernel-builder lists them; no
+    `__all__`, or no package: none), each with its definition's signature when it is a function of
+    the package or of a sibling module."""
     tree = _parse(init_py)
     if tree is None:
-        raise KbuildError(
-            "package __init__.py not found",
-            file=str(init_py),
-            fix="create torch-ext/<python_name>/__init__.py",
-        )
+        return []
     functions = []
-    for name in _dunder_all(tree, init_py):
-        node = _find_def(tree, name)
-        if node is None:
-            node = _imported_def(tree, name, init_py.parent)
+    for name in _all_names(tree):
+        if name == "layers":
+            continue
+        node = _find_def(tree, name) or _imported_def(tree, name, init_py.parent)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             signature = _signature(node, constants=_constants(tree, init_py.parent))
             functions.append(Function(name, f"{name}{signature}", ast.get_docstring(node) or "", _required(node)))
+        else:
+            functions.append(Function(name))
     return functions
 
 
@@ -296,18 +316,23 @@ def _constants(tree: ast.Module, package: Path | None = None) -> dict[str, str]:
     return constants
 
 
-def layer_classes(layers_py: Path) -> list[Function]:
-    """Public classes of layers.py (its `__all__` when present, also those it imports from a sibling
-    module with `from .module import Name`): constructor and `forward`."""
-    tree = _parse(layers_py)
+def layer_classes(package: Path) -> list[Function]:
+    """Public classes of the package's `layers/__init__.py` or `layers.py` (its `__all__` when it
+    lists names, also those it imports from a sibling module with `from .module import Name`):
+    constructor and `forward`."""
+    source = package / "layers" / "__init__.py"
+    tree = _parse(source)
+    if tree is None:
+        source = package / "layers.py"
+        tree = _parse(source)
     if tree is None:
         return []
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")]
-    if any(_is_all(n) for n in tree.body):
-        wanted = _dunder_all(tree, layers_py)
+    wanted = _all_names(tree)
+    if wanted:
         classes = [n for n in classes if n.name in wanted]
         defined = {n.name for n in classes}
-        imported = [_imported_def(tree, name, layers_py.parent) for name in wanted if name not in defined]
+        imported = [_imported_def(tree, name, source.parent) for name in wanted if name not in defined]
         classes += [n for n in imported if isinstance(n, ast.ClassDef)]
     layers = []
     for node in classes:
@@ -321,26 +346,14 @@ def layer_classes(layers_py: Path) -> list[Function]:
     return layers
 
 
-def _is_all(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
-
-
-def _dunder_all(tree: ast.Module, path: Path) -> list[str]:
+def _all_names(tree: ast.Module) -> list[str]:
+    """The string entries of a literal `__all__` list or tuple (other entries are left out, as
+    kernel-builder does); none without one."""
     for node in tree.body:
-        if isinstance(node, ast.Assign) and _is_all(node):
-            try:
-                names = ast.literal_eval(node.value)
-            except ValueError:
-                names = None
-            if isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names):
-                return list(names)
-            raise KbuildError(
-                "__all__ must be a literal list of names",
-                file=str(path),
-                where=node.lineno,
-                fix='write __all__ = ["name", ...]',
-            )
-    raise KbuildError("no __all__", file=str(path), fix='list the public functions: __all__ = ["my_op"]')
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                return [e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
 
 
 def _find_def(scope: ast.AST, name: str) -> ast.AST | None:

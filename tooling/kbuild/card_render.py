@@ -12,6 +12,7 @@ import json
 import pickle
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,12 @@ def render(text: str, path: Path, context: dict[str, Any], filters: dict[str, Ca
         if message is None:
             message, fix = f"rendering the card needs more than {MEMORY_BYTES >> 20} MiB of memory", _GROWS
         raise KbuildError(message, file=str(path), where=line, fix=fix)
+    for name, line in answer["unknown"]:
+        warnings.warn(
+            f"{path}:{line}: the card reads `{name}`, which kbuild's card context does not define: it renders as "
+            f"nothing (as in kernel-builder); fix: use one of {', '.join(sorted(context))}",
+            stacklevel=2,
+        )
     text = str(answer["text"])
     try:
         text.encode("utf-8")

@@ -1,8 +1,12 @@
 """The child process of kbuild.card_render: sets its limits, reads the card, its context and
 filters (pickled by the parent) from stdin, renders it in Jinja's immutable sandbox and answers
-on stdout in JSON (nothing the parent would execute): {"text": ...} or {"error": [message, line,
-fix]}, the message null when the card ran out of memory. A card is one file: `{% include %}`,
-`{% import %}` and `{% extends %}` are refused."""
+on stdout in JSON (nothing the parent would execute): {"text": ..., "unknown": [[name, line], ...]}
+or {"error": [message, line, fix]}, the message null when the card ran out of memory. A card is
+one file: `{% include %}`, `{% import %}` and `{% extends %}` are refused.
+
+A variable the context lacks behaves as in kernel-builder's renderer (minijinja's default, lenient
+mode): it prints as nothing, is false and iterates as empty; reading an attribute of it is an
+error. `unknown` names each such variable and its first line, for the parent to warn about."""
 
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     text, context, filters = pickle.loads(sys.stdin.buffer.read())
     try:
-        answer: dict[str, Any] = {"text": render(text, context, filters)}
+        rendered, unknown = render(text, context, filters)
+        answer: dict[str, Any] = {"text": rendered, "unknown": unknown}
     except _Refused as refused:
         answer = {"error": refused.problem}
     except MemoryError as err:
@@ -47,9 +52,12 @@ def main() -> None:
     sys.stdout.write(json.dumps(answer))
 
 
-def render(text: str, context: dict[str, Any], filters: dict[str, Callable[..., Any]]) -> str:
+def render(
+    text: str, context: dict[str, Any], filters: dict[str, Callable[..., Any]]
+) -> tuple[str, list[tuple[str, int]]]:
+    """The rendered card and the variables it reads that `context` lacks, with their first line."""
     env = ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True
+        undefined=jinja2.Undefined, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True
     )
     env.globals.clear()  # no `lipsum`, `cycler`, `joiner`, `namespace`, `range`, `dict`
     env.filters.update(filters)
@@ -62,7 +70,13 @@ def render(text: str, context: dict[str, Any], filters: dict[str, Callable[..., 
                 node.lineno,
                 "a card is one file: write the text here instead of loading another template",
             )
-        return env.from_string(template).render(context)
+        variables = list(template.find_all(nodes.Name))
+        assigned = {variable.name for variable in variables if variable.ctx != "load"}  # set, loop, macro
+        first: dict[str, int] = {}
+        for variable in variables:
+            if variable.ctx == "load" and variable.name not in assigned and variable.name not in context:
+                first.setdefault(variable.name, variable.lineno)
+        return env.from_string(template).render(context), sorted(first.items(), key=lambda item: item[1])
     except jinja2.TemplateSyntaxError as err:
         raise _Refused(f"template syntax: {err.message}", err.lineno, "fix the Jinja syntax") from None
     except SecurityError as err:

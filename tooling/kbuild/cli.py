@@ -37,7 +37,7 @@ def command(
     name: str, arguments: Callable[[argparse.ArgumentParser], None], *, help: str, kernel_dirs: bool = True
 ) -> Callable[[Run], Run]:
     """Register `run` as the command `name`; `arguments` adds its options (beside it in this file).
-    `kernel_dirs`: it also takes KERNEL_DIR... (default: every kernel under ./kernels)."""
+    `kernel_dirs`: it also takes KERNEL_DIR... (default: see _kernel_dirs)."""
 
     def register(run: Run) -> Run:
         COMMANDS.append(Command(name, help, run, arguments, kernel_dirs))
@@ -47,8 +47,9 @@ def command(
 
 
 def _kernel_dirs(paths: list[str]) -> list[Path]:
-    """Kernel folders named on the command line; none means the kernel folder kbuild runs in, else
-    every kernel under ./kernels."""
+    """Kernel folders named on the command line; none means the current folder when it is a kernel
+    (as kernel-builder), else every kernel under ./kernels (this repository's layout), else every
+    kernel folder in the current folder (a kernels-community checkout's layout)."""
     for path in paths:
         manifest_path(path)
     if paths:
@@ -56,9 +57,11 @@ def _kernel_dirs(paths: list[str]) -> list[Path]:
     if Path("build.toml").is_file():
         return [Path.cwd()]
     found = sorted(p.parent for p in Path("kernels").glob("*/build.toml"))
+    found = found or sorted(p.parent for p in Path(".").glob("*/build.toml"))
     if not found:
         raise KbuildError(
-            "no kernels found under ./kernels", fix="pass kernel folders, or run from the repository root"
+            "no kernels found here, under ./kernels or in the folders of this one",
+            fix="pass kernel folders, or run from the repository root",
         )
     return found
 
@@ -125,18 +128,25 @@ def _generate_arguments(parser: argparse.ArgumentParser) -> None:
     help="Write the CMake project of a kernel into its build tree, without compiling.",
 )
 def cmd_generate(args: argparse.Namespace) -> int:
-    from kbuild.build import generate_only
+    from kbuild.build import NothingToGenerate, generate_only
 
+    code = 0
     for kernel_dir in _kernel_dirs(args.kernels):
-        say(
-            generate_only(
-                kernel_dir,
-                args.variant,
-                all_capabilities=args.all_capabilities,
-                one_per_code_path=args.one_per_code_path,
+        try:  # each kernel of a batch, whatever the others'
+            say(
+                generate_only(
+                    kernel_dir,
+                    args.variant,
+                    all_capabilities=args.all_capabilities,
+                    one_per_code_path=args.one_per_code_path,
+                )
             )
-        )
-    return 0
+        except NothingToGenerate as exc:
+            say(f"{kernel_dir}: {exc.message}")
+        except KbuildError as exc:
+            say(f"error: {exc}", err=True)
+            code = exc.exit_code
+    return code
 
 
 def _variants_arguments(parser: argparse.ArgumentParser) -> None:
@@ -629,7 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "kernels",
                 nargs="*",
                 metavar="KERNEL_DIR",
-                help="kernel folders (default: the current folder when it is one, else every kernel under ./kernels)",
+                help="kernel folders (default: this one if it is a kernel, else those in ./kernels/, else in ./)",
             )
         spec.arguments(sub)
     return parser
@@ -677,7 +687,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.parse_args(argv)  # argparse's own message for the other commands
     args.pytest_args = passthrough
-    warnings.showwarning = lambda message, *rest, **options: say(f"warning: {message}", err=True)
+    shown: set[str] = set()  # each warning once per command, however often its cause is read
+
+    def show(message: Warning | str, *rest: object, **options: object) -> None:
+        if str(message) not in shown:
+            shown.add(str(message))
+            say(f"warning: {message}", err=True)
+
+    warnings.showwarning = show
     try:
         return args.func(args)
     except KbuildError as exc:

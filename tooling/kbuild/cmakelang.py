@@ -89,6 +89,15 @@ def target_objects(target: str) -> Argument:
     return _bracket(f"$<TARGET_OBJECTS:{_checked(target)}>")
 
 
+def variable(name: str, suffix: str = "") -> Argument:
+    """With a suffix, the value of the CMake variable `name` followed by `suffix` as one quoted
+    argument (`"${NAME}/include"`); without, the name itself (`if(NOT NAME)`). Names are kbuild's own
+    upper-case identifiers; suffixes are paths of letters, `_`, `.` and `/`."""
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or not re.fullmatch(r"[\w./]*", suffix):
+        raise ValueError(f"not a kbuild CMake variable and suffix: {name!r} {suffix!r}")
+    return Argument(f'"${{{name}}}{suffix}"' if suffix else name)
+
+
 def only_arguments(value: object) -> Argument:
     """The template's `finalize`: an expression that did not pass through this module is a kbuild bug."""
     if isinstance(value, Argument):

@@ -99,21 +99,30 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.wait()
 
 
+def first_error(lines: list[str]) -> tuple[str, int, str] | None:
+    """The file (as the compiler wrote it), line and message of the first compiler error in
+    `lines` (None when there is none)."""
+    for line in lines:
+        match = _ERROR.match(line)
+        if match:
+            return match["file"], int(match["line"] or match["paren_line"]), match["message"] or "error"
+    return None
+
+
 def compile_error(failed: list[str], build_dir: Path) -> KbuildError:
     """The error of a failed ninja command, at the first compiler error of its output."""
     target = re.sub(r"^FAILED:\s*(?:\[code=\d+\]\s*)?", "", failed[0]).strip()
-    for line in failed[2:]:
-        match = _ERROR.match(line)
-        if match:
-            path = Path(match["file"])
-            path = path if path.is_absolute() else (build_dir / path).resolve()
-            number = int(match["line"] or match["paren_line"])
-            return KbuildError(
-                match["message"] or "error",
-                file=path,
-                where=number,
-                fix=f"look at line {number} of {path.name} (the compiler's output is above)",
-            )
+    found = first_error(failed[2:])
+    if found is not None:
+        file, number, message = found
+        path = Path(file)
+        path = path if path.is_absolute() else (build_dir / path).resolve()
+        return KbuildError(
+            message,
+            file=path,
+            where=number,
+            fix=f"look at line {number} of {path.name} (the compiler's output is above)",
+        )
     return KbuildError(
         f"building {target} failed",
         file=build_dir / "build.ninja",

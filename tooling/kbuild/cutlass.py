@@ -1,4 +1,7 @@
-"""The CUTLASS headers of a `cutlass_X_Y` kernel dependency, found in this order:
+"""The CUTLASS headers of a `cutlass_X_Y` kernel dependency. The generated CMake project names
+them by a cache variable (`KBUILD_CUTLASS_<X>_<Y>_ROOT`) that `kbuild build` sets when it
+configures the project, as kernel-builder's project fetches CUTLASS when CMake configures: `kbuild
+generate` works offline. The folder is found in this order:
 
 1. the `nvidia-cutlass` PyPI package, when the installed one is the pinned release;
 2. a folder named by `KBUILD_CUTLASS_<X>_<Y>_DIR`, then `KBUILD_CUTLASS_DIR` (its
@@ -42,18 +45,39 @@ _VERSION_DEFINE = re.compile(r"#define\s+CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)")
 _PROJECT_VERSION = re.compile(r"^\s*project\s*\(\s*CUTLASS\s+VERSION\s+(\d+)\.(\d+)(?:\.(\d+))?", re.I | re.M)
 
 
-def cutlass_include_dirs(kernel: KernelSpec) -> list[Path]:
-    """Include folders for the `cutlass_X_Y` dependency of `kernel` (none without one)."""
+def dependency(kernel: KernelSpec) -> str | None:
+    """The `cutlass_X_Y` dependency of `kernel` (None without one), checked without looking for it."""
     wanted = sorted({d for d in kernel.depends if d.startswith("cutlass_")})
     if not wanted:
-        return []
+        return None
     if len(wanted) > 1:
         raise KbuildError(
             f"[kernel.{kernel.name}] depends on {' and '.join(wanted)}; one CUTLASS version per kernel",
             fix="keep one cutlass_X_Y in depends",
         )
-    root = resolve(wanted[0], owner=f"[kernel.{kernel.name}]")
-    return [root / "include", root / "tools" / "util" / "include"]
+    if wanted[0] not in RELEASES:
+        raise KbuildError(
+            f"[kernel.{kernel.name}] depends on {wanted[0]}, which kbuild cannot provide",
+            fix=f"use one of {', '.join(RELEASES)}",
+        )
+    return wanted[0]
+
+
+def cmake_variable(dependency: str) -> str:
+    """The CMake cache variable holding the root of the CUTLASS tree of `dependency`."""
+    return f"KBUILD_{dependency.upper()}_ROOT"
+
+
+def configure_options(kernels: list[KernelSpec]) -> list[str]:
+    """`-D` options giving CMake the CUTLASS tree of each dependency of `kernels` (found, or
+    fetched, now: at configure time)."""
+    options = {}
+    for kernel in kernels:
+        name = dependency(kernel)
+        if name is not None and name not in options:
+            root = resolve(name, owner=f"[kernel.{kernel.name}]")
+            options[name] = f"-D{cmake_variable(name)}:PATH={root.as_posix()}"
+    return [options[name] for name in sorted(options)]
 
 
 def resolve(dependency: str, *, owner: str) -> Path:

@@ -16,8 +16,7 @@ from pathlib import Path
 import jinja2
 from packaging.version import Version
 
-from kbuild import backends, cmakelang, extension_name, paths
-from kbuild.cutlass import cutlass_include_dirs
+from kbuild import backends, cmakelang, cutlass, extension_name, paths
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec, Manifest
 from kbuild.variants import STABLE_ABI, TorchInstall, Variant
@@ -33,6 +32,7 @@ CMAKE_TEMPLATES.filters.update(
     cmake=cmakelang.argument,
     cmake_option=cmakelang.compile_option,
     cmake_objects=cmakelang.target_objects,
+    cmake_variable=cmakelang.variable,
 )
 COMPILED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu", ".hip", ".mm", ".metal"}
 
@@ -40,6 +40,23 @@ COMPILED_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".cu", ".hip", ".mm", ".metal"
 def ops_name(manifest: Manifest, backend: str, uid: str) -> str:
     """`_<python_name>_<backend>_<uid>`: the namespace, library and metadata id of one build."""
     return f"_{manifest.python_name}_{backend}_{uid}"
+
+
+@dataclass(frozen=True)
+class Cutlass:
+    """A kernel's CUTLASS: the CMake variable `kbuild build` sets to its folder, and the dependency."""
+
+    variable: str  # KBUILD_CUTLASS_3_9_ROOT
+    dependency: str  # cutlass_3_9
+
+    @property
+    def missing(self) -> str:
+        """The configure error when the variable is not set (CMake run by hand)."""
+        release = cutlass.RELEASES[self.dependency]
+        return (
+            f"{self.dependency} needs CUTLASS {release}: build with `kbuild build`, which finds it, or configure "
+            f"with -D{self.variable}=<a CUTLASS {release} checkout>"
+        )
 
 
 @dataclass
@@ -50,6 +67,7 @@ class KernelTarget:
     cxx_flags: list[str] = field(default_factory=list)
     device_flags: list[str] = field(default_factory=list)
     uses_torch: bool = False
+    cutlass: Cutlass | None = None
 
     @property
     def target(self) -> str:
@@ -128,9 +146,8 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
     for folder in kernel.include:
         paths.inside(kernel_dir, folder, file=project.manifest.path, what=f"[kernel.{kernel.name}] include")
     include_dirs = [kernel_dir.as_posix(), *((kernel_dir / d).as_posix() for d in kernel.include)]
-    if backend.cutlass:
-        include_dirs += [d.as_posix() for d in cutlass_include_dirs(kernel)]
-    elif any(d.startswith("cutlass_") for d in kernel.depends):
+    dependency = cutlass.dependency(kernel) if backend.cutlass else None
+    if not backend.cutlass and any(d.startswith("cutlass_") for d in kernel.depends):
         warnings.warn(
             f"{project.manifest.path}: [kernel.{kernel.name}] depends on CUTLASS, which kbuild provides to CUDA "
             f"and ROCm builds only: the {backend.name} build leaves it out",
@@ -143,6 +160,7 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
         cxx_flags=list(kernel.cxx_flags),
         device_flags=backend.device_flags(kernel, project.kernel_archs(kernel)),
         uses_torch="torch" in kernel.depends,
+        cutlass=None if dependency is None else Cutlass(cutlass.cmake_variable(dependency), dependency),
     )
 
 

@@ -109,7 +109,8 @@ def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -
             f"\n  fix: {commands}"
         )
     environment = kernel_test_environment(manifest)
-    os.environ["LOCAL_KERNELS"] = environment["LOCAL_KERNELS"]
+    for name in ("LOCAL_KERNELS", "PYTHONPATH", pytest_imports.ENVIRONMENT):  # also for Pythons the tests start
+        os.environ[name] = environment[name]
     pytest_imports.install(environment[pytest_imports.ENVIRONMENT])
     if not config.pluginmanager.is_registered(pytest_imports):
         config.pluginmanager.register(pytest_imports, pytest_imports.__name__)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from kbuild import paths
+from kbuild.compiling import first_error
 from kbuild.errors import KbuildError
 from kbuild.manifest import KernelSpec, Manifest
 
@@ -162,13 +163,7 @@ def _compile_one(
     ]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        message = result.stderr.strip()
-        fix = "fix the source, or the kernel's hip-flags in build.toml"
-        if "hip/hip_runtime.h' file not found" in message or "hip_runtime.h' file not found" in message:
-            fix = f"install the HIP headers: {APT_INSTALL}"
-        elif "invalid target ID" in message or "unknown target CPU" in message:
-            fix = f"{CLANG} does not know {arch}: use a newer clang, or drop {arch} from rocm-archs"
-        raise KbuildError(f"{CLANG} failed to compile it for {arch}:\n{_tail(message)}", file=source, fix=fix)
+        raise compile_error(result.stderr, source, compiled, arch)
     command = [
         _tool(ASSEMBLER),
         "-triple=amdgcn-amd-amdhsa",
@@ -185,6 +180,49 @@ def _compile_one(
             file=asm,
             fix=f"a toolchain mismatch: install clang-19 and llvm-19 together ({APT_INSTALL})",
         )
+
+
+def compile_error(stderr: str, source: Path, compiled: Path, arch: str) -> KbuildError:
+    """clang's failure to compile `source` (as `compiled`, its hipified copy for a .cu) for `arch`:
+    its first error, at its file and line, with the lines clang printed with it, and a fix that
+    fits that error."""
+    lines = stderr.strip().splitlines()
+    starts = [index for index, text in enumerate(lines) if first_error([text]) is not None]
+    found = first_error(lines)
+    if found is None:  # an error of the driver (an unknown arch or option), not of a file
+        return KbuildError(
+            f"{CLANG} failed to compile {source.name} for {arch}:\n{_tail(stderr)}",
+            file=source,
+            fix=_fix(stderr, arch, None),
+        )
+    file, line, message = found
+    where = source if Path(file) == compiled else Path(file)
+    block = lines[starts[0] : starts[1] if len(starts) > 1 else len(lines)]  # the error, its notes and code
+    more = f"\n({len(starts) - 1} more error{'s' if len(starts) > 2 else ''} after it)" if len(starts) > 1 else ""
+    return KbuildError(
+        f"{CLANG} failed to compile {source.name} for {arch}; first error: {message}\n{_tail(chr(10).join(block))}"
+        + more,
+        file=where,
+        where=line,
+        fix=_fix(message, arch, f"{where.name}:{line}"),
+    )
+
+
+def _fix(message: str, arch: str, place: str | None) -> str:
+    """The fix for clang's error `message` (at `place`, when it names a file and line)."""
+    header = re.search(r"'([^']+)' file not found", message)
+    if header and header[1].endswith("hip_runtime.h"):
+        return f"install the HIP headers: {APT_INSTALL}"
+    if header:
+        return (
+            f"`{header[1]}` is on no include path: it belongs to a library the kernel uses; add the folder that "
+            "holds it to the kernel's `include` in build.toml, or vendor the library in the kernel folder"
+        )
+    if "invalid target ID" in message or "unknown target CPU" in message:
+        return f"{CLANG} does not know {arch}: use a newer clang, or drop {arch} from rocm-archs"
+    if place is None or "unknown argument" in message:
+        return "check the kernel's hip-flags in build.toml"
+    return f"fix the code at {place}"
 
 
 def _tail(text: str, lines: int = 30) -> str:

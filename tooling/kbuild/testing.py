@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from kbuild import pytest_imports
+from kbuild import paths, pytest_imports
+from kbuild.backends import CPU
 from kbuild.build import build_kernel
 from kbuild.childenv import without_credentials
 from kbuild.errors import KbuildError
 from kbuild.manifest import Manifest, load_manifest
 from kbuild.redact import say
+from kbuild.variants import find_torch
 
 NO_TESTS_COLLECTED = 5
 
@@ -25,11 +28,57 @@ def loader_environment(kernel_dir: Path, repo_id: str) -> dict[str, str]:
     return {**without_credentials(), "LOCAL_KERNELS": ":".join(overrides), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+# `import <python_name>` in a Python started by a kernel's tests (`subprocess` with `sys.executable`):
+# this package, first on the child's PYTHONPATH, puts kbuild.pytest_imports' alias in place (it
+# installs itself from the environment) and hands the import over to it, so the child gets the
+# fresh build as the test process does.
+CHILD_IMPORT = '''"""Written by kbuild test: `import {name}` in a child process gives the fresh build."""
+
+import importlib
+import sys
+
+import kbuild.pytest_imports  # noqa: F401  (installs the alias named by $KBUILD_TEST_IMPORT)
+
+del sys.modules[__name__]
+sys.modules[__name__] = importlib.import_module(__name__)
+'''
+
+
+def child_import_path(manifest: Manifest) -> Path:
+    """The folder that, on PYTHONPATH, makes `import <python_name>` load the build in any Python
+    started with kbuild installed (written under the kernel's `.kbuild/`)."""
+    folder = Path(".kbuild") / "child-imports"
+    source = CHILD_IMPORT.format(name=manifest.python_name).encode()
+    paths.write_file(manifest.kernel_dir, folder / manifest.python_name / "__init__.py", source)
+    return manifest.kernel_dir / folder
+
+
 def kernel_test_environment(manifest: Manifest) -> dict[str, str]:
-    """The loader environment, plus `import <python_name>` resolving to the same fresh build
-    (through the kbuild.pytest_imports plugin)."""
+    """The loader environment, plus `import <python_name>` resolving to the same fresh build: in
+    pytest through the kbuild.pytest_imports plugin, in the Pythons the tests start through
+    PYTHONPATH (kernel-builder's test runner exports PYTHONPATH and LOCAL_KERNELS likewise)."""
     alias = f"{manifest.python_name}={manifest.repo_id}@{manifest.version}"
-    return {**loader_environment(manifest.kernel_dir, manifest.repo_id), pytest_imports.ENVIRONMENT: alias}
+    python_path = [str(child_import_path(manifest)), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {
+        **loader_environment(manifest.kernel_dir, manifest.repo_id),
+        pytest_imports.ENVIRONMENT: alias,
+        "PYTHONPATH": os.pathsep.join(python_path),
+    }
+
+
+def backends_elsewhere(manifest: Manifest, variant: str | None) -> str | None:
+    """Why a [torch-noarch] kernel cannot run here (None when it can, or when `variant` was asked
+    for): its backends are not this machine's torch's and not the CPU. A compiled kernel's build
+    already says so."""
+    if not manifest.is_noarch or variant is not None:
+        return None
+    here = find_torch().backend
+    if here in manifest.backends or CPU.name in manifest.backends:
+        return None
+    return (
+        f"its backends ({', '.join(manifest.backends)}) cannot run with this machine's torch ({here}); "
+        f"run `kbuild test {manifest.kernel_dir}` where torch has one of them"
+    )
 
 
 def run_tests(
@@ -54,14 +103,22 @@ def run_tests(
             f"{manifest.name} has no build/ folder", fix=f"run `kbuild build {kernel_dir}` or drop --no-build"
         )
     tests = kernel_dir / "tests"
-    if not tests.is_dir():
-        raise KbuildError(f"{manifest.name} has no tests/ folder", file=tests, fix="add tests/test_*.py")
+    if not tests.is_dir():  # kernel-builder's test runner skips such a kernel too
+        say(f"kbuild: {manifest.name}: not tested: it has no tests/ folder", err=True)
+        return 0
+    elsewhere = backends_elsewhere(manifest, variant)
+    if elsewhere:
+        say(f"kbuild: {manifest.name}: not tested: {elsewhere}", err=True)
+        return 0
     command = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", "-p", pytest_imports.__name__]
     command += pytest_args or []
     if ci:
         command += ["-m", pytest_imports.CI_MARKER]
     say(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", err=True)
-    code = subprocess.run(command, env=kernel_test_environment(manifest), check=False).returncode
+    # From an empty folder: a folder in the caller's one named like a package (a kernels-community
+    # checkout has `einops/`) would shadow the installed package in the tests.
+    with tempfile.TemporaryDirectory(prefix="kbuild-test-") as empty:
+        code = subprocess.run(command, env=kernel_test_environment(manifest), cwd=empty, check=False).returncode
     if code == NO_TESTS_COLLECTED:
         if allow_no_tests:
             say(f"kbuild: {manifest.name}: no tests selected (counted as success: --allow-no-tests)", err=True)

@@ -170,10 +170,12 @@ def test_default_template_renders_a_bare_kernel(tmp_path):
 
 def test_template_errors(tmp_path):
     kernel = _kernel(tmp_path)
-    (kernel / "CARD.md").write_text("line one\n{{ repo_idd }}\n")
-    with pytest.raises(KbuildError, match="unknown variable: 'repo_idd' is undefined") as err:
+    (kernel / "CARD.md").write_text("line one\n{{ repo_idd }}.\n")
+    with pytest.warns(UserWarning, match=r"CARD.md:2: the card reads `repo_idd`.*use one of .*repo_id"):
+        assert render_card(kernel) == "line one\n.\n"  # as kernel-builder's lenient renderer
+    (kernel / "CARD.md").write_text("line one\n{{ repo_idd.name }}\n")
+    with pytest.raises(KbuildError, match="'repo_idd' is undefined") as err:
         render_card(kernel)
-    assert "repo_id" in err.value.fix
     (kernel / "CARD.md").write_text("line one\n{% for x in %}\n")
     with pytest.raises(KbuildError, match="template syntax") as err:
         render_card(kernel)
@@ -186,8 +188,8 @@ def test_template_errors(tmp_path):
 def test_package_without_all(tmp_path):
     kernel = _kernel(tmp_path)
     (kernel / "torch-ext" / "fancy_op" / "__init__.py").write_text("def f():\n    pass\n")
-    with pytest.raises(KbuildError, match="no __all__"):
-        render_card(kernel)
+    card = render_card(kernel)
+    assert "## Functions" not in card and "print(fancy_op." not in card
 
 
 def test_docstring_markdown_leaves_plain_text_alone():

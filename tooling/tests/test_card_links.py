@@ -82,7 +82,7 @@ def test_the_fix_names_the_source_repository_when_build_toml_has_one(kernel: Pat
 
 
 def test_a_card_that_does_not_render_is_a_finding(kernel: Path):
-    add_to_card(kernel, "{{ no_such_variable }}")
+    add_to_card(kernel, "{{ no_such_variable.name }}")
     (finding,) = check_card_links(kernel)
     assert finding.message.startswith("the card does not render: template uses an unknown variable")
 

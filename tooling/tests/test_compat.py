@@ -272,10 +272,10 @@ def test_cutlass_from_a_cached_checkout_of_the_release_tag(no_cutlass, monkeypat
     repository = _cutlass_repository(tmp_path / "cutlass-repo", "3.9.2")
     monkeypatch.setenv("KBUILD_CUTLASS_GIT_URL", repository.as_uri())
     kernel = _copy("cutlass-pin", tmp_path)
-    cmake = (generate_only(kernel, CU130) / "CMakeLists.txt").read_text()
     checkout = tmp_path / "cache" / "cutlass" / "v3.9.2"
-    assert f"[[{(checkout / 'include').as_posix()}]]" in cmake
-    assert f"[[{(checkout / 'tools' / 'util' / 'include').as_posix()}]]" in cmake
+    options = cutlass.configure_options(list(load_manifest(kernel).kernels.values()))
+    assert options == [f"-DKBUILD_CUTLASS_3_9_ROOT:PATH={checkout.as_posix()}"]
+    assert (checkout / "tools" / "util" / "include").is_dir()
     shutil.rmtree(repository)
     assert cutlass.resolve("cutlass_3_9", owner="test") == checkout, "the second build uses the cache"
 
@@ -304,8 +304,14 @@ def test_cutlass_folder_of_another_version_is_an_error(no_cutlass, monkeypatch, 
 def test_unresolved_cutlass_names_every_fix(no_cutlass, tmp_path, capsys):
     from kbuild.cli import main
 
-    assert main(["generate", str(_copy("cutlass-pin", tmp_path)), "--variant", CU130]) == 2
-    err = capsys.readouterr().err
+    kernel = _copy("cutlass-pin", tmp_path)
+    assert main(["generate", str(kernel), "--variant", CU130]) == 0, "generating needs no CUTLASS (offline)"
+    cmake = (kernel / ".kbuild" / CU130 / "CMakeLists.txt").read_text()
+    assert '"${KBUILD_CUTLASS_3_9_ROOT}/include"' in cmake
+    assert "configure with -DKBUILD_CUTLASS_3_9_ROOT=<a CUTLASS 3.9.2 checkout>" in cmake
+    with pytest.raises(KbuildError) as raised:  # what `kbuild build` says when it configures the project
+        cutlass.configure_options(list(load_manifest(kernel).kernels.values()))
+    err = str(raised.value)
     assert "[kernel.gemm_tile] depends on cutlass_3_9 (CUTLASS 3.9.2), which was not found" in err
     assert "no checkout of tag v3.9.2" in err
     for fix in ("pip install 'nvidia-cutlass==3.9.2.*'", "KBUILD_CUTLASS_3_9_DIR", "KBUILD_CUTLASS_DIR"):

@@ -14,6 +14,7 @@ from kbuild import cutlass, gitrepo
 from kbuild.build import build_kernel, generate_only
 from kbuild.card import DEFAULT_TEMPLATE
 from kbuild.errors import KbuildError
+from kbuild.manifest import load_manifest
 from kbuild.pipeline import check_out_branch
 from kbuild.publish import prepare_release, publish_to_folder
 
@@ -153,7 +154,10 @@ def test_a_cpu_build_of_a_kernel_with_a_cutlass_dependency_clones_nothing(no_cut
     assert "cutlass" not in cmake
     assert not [call for call in git_calls if "clone" in call] and not (no_cutlass / "cache" / "cutlass").exists()
     cmake = (generate_only(kernel, CU130) / "CMakeLists.txt").read_text()
-    assert (no_cutlass / "cache" / "cutlass" / "v3.9.2" / "include").as_posix() in cmake, "the CUDA build clones it"
+    assert '"${KBUILD_CUTLASS_3_9_ROOT}/include"' in cmake
+    assert not [call for call in git_calls if "clone" in call], "generating the CUDA project clones nothing either"
+    options = cutlass.configure_options(load_manifest(kernel).kernels_for("cuda"))  # the CUDA build's configure
+    assert options == [f"-DKBUILD_CUTLASS_3_9_ROOT:PATH={(no_cutlass / 'cache' / 'cutlass' / 'v3.9.2').as_posix()}"]
     assert [call for call in git_calls if "clone" in call]
 
 

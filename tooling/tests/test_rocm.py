@@ -192,7 +192,7 @@ def test_mfma_check_on_compiled_code(tmp_path):
 @needs_clang
 def test_compile_error_names_the_source_and_the_arch(tmp_path):
     root = write_kernel(tmp_path / "demo", {"demo_rocm/bad.hip": "__global__ void k() { undeclared(); }\n"})
-    with pytest.raises(KbuildError, match="failed to compile it for gfx942") as info:
+    with pytest.raises(KbuildError, match="failed to compile bad.hip for gfx942; first error: ") as info:
         rocm.compile_device_only(load_manifest(root), tmp_path / "out")
     assert info.value.file == root / "demo_rocm" / "bad.hip"
     assert "undeclared" in info.value.message
@@ -247,3 +247,51 @@ def test_cli_rocm_compile(tmp_path, capsys):
     assert "v_mfma_f32_32x32x16_fp8_fp8 x1 in 1 function(s)" in capsys.readouterr().out
     assert main(["rocm-compile", str(root), "--require-mfma"]) == 2
     assert "scalar_dot" in capsys.readouterr().err
+
+
+def _clang_errors(path: Path, count: int) -> str:
+    """Output as clang writes it for `count` undeclared names in `path`, one a line from line 2."""
+    out = []
+    for index in range(count):
+        line = index + 2
+        out += [
+            f"{path}:{line}:5: error: use of undeclared identifier 'missing_{index}'",
+            f"  {line} |     missing_{index}();",
+            "    |     ^",
+        ]
+    return "\n".join(out) + f"\n{count} errors generated when compiling for gfx942.\n"
+
+
+def test_the_first_of_many_errors_is_shown_at_its_line(tmp_path):
+    source = tmp_path / "demo_rocm" / "k.hip"
+    error = rocm.compile_error(_clang_errors(source, 20), source, source, "gfx942")
+    assert error.file == source and error.line == 2
+    assert error.message.startswith("clang++-19 failed to compile k.hip for gfx942; first error: ")
+    assert "missing_0" in error.message and "missing_1'" not in error.message
+    assert error.message.endswith("(19 more errors after it)")
+    assert error.fix == "fix the code at k.hip:2"
+
+
+def test_a_missing_third_party_header_is_not_blamed_on_the_flags(tmp_path):
+    source = tmp_path / "demo_rocm" / "k.cu"
+    hipified = tmp_path / "out" / "hipified" / "demo_rocm" / "k.hip"
+    output = (
+        f"In file included from {hipified}:1:\n"
+        f"{tmp_path}/demo_rocm/tiles.h:3:10: fatal error: 'cute/tensor.hpp' file not found\n"
+        "    3 | #include <cute/tensor.hpp>\n"
+        "      |          ^~~~~~~~~~~~~~~~~\n"
+        "1 error generated when compiling for gfx942.\n"
+    )
+    error = rocm.compile_error(output, source, hipified, "gfx942")
+    assert error.file == tmp_path / "demo_rocm" / "tiles.h" and error.line == 3
+    assert "`cute/tensor.hpp` is on no include path" in error.fix and "hip-flags" not in error.fix
+
+
+@needs_clang
+def test_a_real_compile_shows_its_first_error(tmp_path):
+    body = "".join(f"    missing_{index}();\n" for index in range(25))
+    root = write_kernel(tmp_path / "demo", {"demo_rocm/bad.hip": f"__global__ void k() {{\n{body}}}\n"})
+    with pytest.raises(KbuildError) as info:
+        rocm.compile_device_only(load_manifest(root), tmp_path / "out")
+    assert info.value.file == root / "demo_rocm" / "bad.hip" and info.value.line == 2
+    assert "missing_0" in info.value.message

@@ -1,0 +1,1 @@
+"""Present so that the card's `has_benchmark` is true (kernel-builder's rule)."""

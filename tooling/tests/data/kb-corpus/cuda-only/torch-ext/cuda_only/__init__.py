@@ -1,0 +1,5 @@
+__all__ = ["scale"]
+
+
+def scale(x):
+    return x.cuda() * 3

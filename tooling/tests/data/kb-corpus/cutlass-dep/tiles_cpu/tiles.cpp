@@ -1,0 +1,1 @@
+// CPU tiles (generated only)

@@ -1,0 +1,1 @@
+#include <cutlass/cutlass.h>
