@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) 
       const uint4 raw = *reinterpret_cast<const uint4*>(values);
       const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-      for (int i = 0; i < kCombineColumns; ++i) acc[i] += w * bf16_to_float(uint16_t(words[i / 2] >> (16 * (i % 2))));
+      for (int i = 0; i < kCombineColumns; ++i)
+        acc[i] += w * bf16_to_float(uint16_t(words[i / 2] >> (16 * (i % 2))));
     } else {
       for (int i = 0; i < columns; ++i) acc[i] += w * bf16_to_float(values[i]);
     }
@@ -105,7 +106,8 @@ Status launch_combine(const CombineArgs& a, const Launcher& launch) {
   if (blocks == 0) return kOk;
   const bool vector = a.hidden % kCombineColumns == 0 && a.rows_stride % kCombineColumns == 0 &&
                       reinterpret_cast<uintptr_t>(a.rows) % 16 == 0;
-  return vector ? launch(combine_kernel<true>, unsigned(blocks), a) : launch(combine_kernel<false>, unsigned(blocks), a);
+  return vector ? launch(combine_kernel<true>, unsigned(blocks), a)
+                : launch(combine_kernel<false>, unsigned(blocks), a);
 }
 
 }  // namespace fp8gemm::moe_gpu
