@@ -446,7 +446,7 @@ def _init_hub_repo(repo: Path) -> None:
     repo.mkdir(parents=True, exist_ok=True)
     gitrepo.git(["init", "--quiet", "--initial-branch", "main"], repo, untrusted=True)
     if gitrepo.lfs_available(repo):
-        gitrepo.git(["lfs", "install", "--local"], repo, untrusted=True)
+        gitrepo.git(["lfs", "install", "--local", "--skip-repo"], repo, untrusted=True)
         gitrepo.git(["lfs", "track", *LFS_PATTERNS], repo, untrusted=True)
         gitrepo.git(["add", "--", ".gitattributes"], repo, untrusted=True)
     gitrepo.git([*AUTHOR, "commit", "--quiet", "--allow-empty", "-m", "Create kernel repository"], repo, untrusted=True)
