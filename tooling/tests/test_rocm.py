@@ -218,7 +218,7 @@ def test_relu_compiles_for_gfx942_through_hipify(tmp_path):
 def test_gemm_fast_path_has_fp8_mfma_in_every_instantiation(tmp_path):
     objects = rocm.compile_device_only(load_manifest(REPO / "kernels" / "gemm"), tmp_path / "out")
     by_source = {obj.source.name: obj for obj in objects}
-    assert sorted(by_source) == ["gemm_rocm.hip", "quantize_rocm.hip"]
+    assert sorted(by_source) == ["gemm_rocm.hip", "moe_rocm.hip", "quantize_rocm.hip"]
     found = rocm.check_mfma(by_source["gemm_rocm.hip"].asm_text(), function_pattern="mfma_gemm_kernel")
     assert len(found) >= 3  # one per tile shape at least
     quantize = rocm.asm_functions(by_source["quantize_rocm.hip"].asm_text())
