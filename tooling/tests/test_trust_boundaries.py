@@ -213,6 +213,8 @@ def test_verify_finds_a_build_changed_after_signing_with_its_digests_recomputed(
     (kernel / "torch-ext" / "demo").mkdir(parents=True)
     (kernel / "torch-ext" / "demo" / "__init__.py").write_text('"""Demo."""\n__all__ = []\n')
     (kernel / "build.toml").write_text(NOARCH_BUILD_TOML)
+    # verified as a release checked out on its own (a source folder inside a work tree is refused)
+    subprocess.run(["git", "init", "-q", str(kernel)], check=True)
     variant = build_kernel(kernel, log=lambda line: None)
     metadata = variant / "metadata.json"
     bundle = json.loads((ATTACKS / "message-signature-bundle.json").read_text())

@@ -130,6 +130,13 @@ def test_digests_are_read_with_kernels_0_17_and_0_16_says_so(tmp_path, capsys):
     metadata = {"backend": {"type": "cpu"}, "digest": digest, "id": "_relu_cpu_0000000", "kernel-depends": []}
     metadata |= {"license": "Apache-2.0", "name": "relu", "python-depends": [], "version": 1}
     (variant / "metadata.json").write_text(json.dumps(metadata))
+    # A published repository as a checkout of its own (a kernel's source folder inside a larger work
+    # tree is refused: its build/ holds local builds).
+    repo = tmp_path / "relu"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    identity = ["-c", "user.name=test", "-c", "user.email=test@example.com"]
+    subprocess.run(["git", "-C", str(repo), *identity, "commit", "-q", "-m", "published"], check=True)
     code = main(["verify", str(tmp_path / "relu")])
     out, err = capsys.readouterr()
     if Version(importlib.metadata.version("kernels")) < Version("0.17"):
