@@ -76,7 +76,9 @@ def test_the_cpu_kernels_build_and_pass_their_tests(corpus: Path, tmp_path: Path
     assert "2 passed" in run.stdout  # one of them starts a child Python that imports the kernel
     run = _kbuild_test(corpus / "no-all", caller)
     assert run.returncode == 0 and "no-all: not tested: it has no tests/ folder" in run.stderr
-    # plain pytest, through kbuild's plugin, on the build just made: the child Python imports it too
+    # plain pytest, through kbuild's plugin, on the build just made: the child Python imports it too.
+    # The plugin acts only inside a kbuild repository (its [tool.kbuild] marker).
+    (corpus / "pyproject.toml").write_text("[tool.kbuild]\n")
     command = [sys.executable, "-m", "pytest", str(corpus / "card-vars" / "tests"), "-q", "-p", "no:cacheprovider"]
     plain = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert plain.returncode == 0 and "2 passed" in plain.stdout, plain.stdout + plain.stderr

@@ -18,7 +18,8 @@ enum class IndexType : int32_t { I32 = 0, I64 = 1 };
 
 // route: ids (T, top_k) -> offsets (E + 1), row_token (T * top_k: the token of each row; rows
 // from offsets[E] on are left as they were) and slot_row (T * top_k: the row of each slot, -1 for
-// a slot without an expert). The order of rows inside an expert is unspecified (each row's result
+// a slot without an expert); optionally active (E + 1): active[0] experts own rows, their ids in
+// order from active[1] on. The order of rows inside an expert is unspecified (each row's result
 // does not depend on it).
 struct RouteArgs {
   int64_t tokens = 0;
@@ -29,6 +30,7 @@ struct RouteArgs {
   int32_t* offsets = nullptr;
   int32_t* row_token = nullptr;
   int32_t* slot_row = nullptr;
+  int32_t* active = nullptr;
 
   FP8GEMM_HD int64_t slots() const { return tokens * top_k; }
 };
@@ -85,6 +87,7 @@ struct GroupedGemmArgs {
   int64_t capacity = 0;  // masked layout only
   bool masked = false;
   const int32_t* expert_rows = nullptr;  // offsets (E + 1), or counts (E) when masked
+  const int32_t* active = nullptr;       // optional: route's list of the experts that own rows
   Fp8Format format = Fp8Format::E4M3FN;
   const uint8_t* a = nullptr;
   int64_t a_stride_m = 0, a_stride_k = 0;

@@ -45,12 +45,31 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
     a.offsets[a.experts] = running;
   }
   __syncthreads();
-  int32_t offset = chunk_sum[tid];
+  int32_t offset = chunk_sum[tid], owning = 0;
   for (int e = lo; e < hi; ++e) {
     const int32_t count = next_row[e];
     a.offsets[e] = offset;
     next_row[e] = offset;
     offset += count;
+    owning += count > 0 ? 1 : 0;
+  }
+  if (a.active != nullptr) {  // the experts that own rows, in id order, after their count
+    __syncthreads();
+    chunk_sum[tid] = owning;
+    __syncthreads();
+    if (tid == 0) {
+      int32_t running = 0;
+      for (int t = 0; t < kThreads; ++t) {
+        const int32_t c = chunk_sum[t];
+        chunk_sum[t] = running;
+        running += c;
+      }
+      a.active[0] = running;
+    }
+    __syncthreads();
+    int32_t at = 1 + chunk_sum[tid];
+    for (int e = lo; e < hi; ++e)
+      if (a.offsets[e + 1] > a.offsets[e]) a.active[at++] = e;  // offsets written before the barriers above
   }
   __syncthreads();
   for (int64_t s = tid; s < a.slots(); s += kThreads) {

@@ -21,6 +21,12 @@ Status route_cpu(const RouteArgs& args) {
     counts[size_t(e)] = args.offsets[e];  // from here on: the next free row of expert e
   }
   args.offsets[args.experts] = total;
+  if (args.active != nullptr) {
+    int32_t owning = 0;
+    for (int32_t e = 0; e < args.experts; ++e)
+      if (args.offsets[e + 1] > args.offsets[e]) args.active[1 + owning++] = e;
+    args.active[0] = owning;
+  }
   for (int64_t s = 0; s < args.slots(); ++s) {
     const int64_t id = load_id(args, s);
     if (id < 0 || id >= args.experts) {

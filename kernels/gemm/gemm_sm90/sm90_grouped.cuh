@@ -4,11 +4,11 @@
 // mma.sync m16n8k32 (swap AB: weight rows on the MMA's 16-row side, tokens on its 8-column side).
 //
 // Grid: x = groups of kWarps / k_warps weight tiles of 16 * WR rows, y = expert slots. CTA row y
-// serves the y-th expert (in id order) that owns rows, found on the device from the offsets or
-// counts (no host synchronization: the launch can be captured in a CUDA graph and replayed with
-// other routings); rows past the last such expert exit at once. A CTA walks its expert's rows 8 * TN
-// at a time, each chunk a full pass over K (chunks after the first read the weight tile from L2).
-// Token rows are gathered through row_index when it is set (the tokens of the sorted rows).
+// serves the y-th expert (in id order) that owns rows, read from the routing's list of them or
+// found from the offsets or counts (no host synchronization: the launch can be captured in a CUDA graph and
+// replayed with other routings); rows past the last such expert exit at once. A CTA walks its expert's rows 8
+// * TN at a time, each chunk a full pass over K (chunks after the first read the weight tile from L2). Token
+// rows are gathered through row_index when it is set (the tokens of the sorted rows).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,6 +30,11 @@ struct GroupedParams {
 // The expert that CTA row `slot` serves and its rows, or -1 when fewer experts own rows.
 __device__ __forceinline__ int find_expert(const GroupedGemmArgs& g, int slot, int64_t* first,
                                            int64_t* count) {
+  if (g.active != nullptr) {  // the routing's list: one load
+    const int e = slot < g.active[0] ? g.active[1 + slot] : -1;
+    if (e >= 0) *count = expert_row_range(g, e, first);
+    return e;
+  }
   __shared__ int found;
   __shared__ int per_warp[kWarps];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -70,7 +70,7 @@ hipStream_t hip_stream(const torch::Device& device) {
 // ---- routing ----
 
 struct Routing {
-  torch::Tensor offsets, row_token, slot_row;
+  torch::Tensor offsets, row_token, slot_row, active;
 };
 
 Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
@@ -83,7 +83,8 @@ Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
   const int64_t slots = ids.size(0) * ids.size(1);
   TORCH_CHECK(slots < (int64_t(1) << 31), op, ": at most 2^31 - 1 (token, expert) pairs, got ", slots);
   const auto i32 = torch::TensorOptions().dtype(torch::kInt).device(ids.device());
-  Routing r{torch::empty({experts + 1}, i32), torch::empty({slots}, i32), torch::empty({slots}, i32)};
+  Routing r{torch::empty({experts + 1}, i32), torch::empty({slots}, i32), torch::empty({slots}, i32),
+            torch::empty({experts + 1}, i32)};
   RouteArgs args;
   args.tokens = ids.size(0);
   args.top_k = int32_t(ids.size(1));
@@ -95,6 +96,7 @@ Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
   args.offsets = r.offsets.data_ptr<int32_t>();
   args.row_token = r.row_token.data_ptr<int32_t>();
   args.slot_row = r.slot_row.data_ptr<int32_t>();
+  args.active = r.active.data_ptr<int32_t>();
   if (ids.device().is_cpu()) {
     check_status(op, fp8gemm::route_cpu(args));
   } else {
@@ -460,6 +462,7 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   torch::Tensor h = torch::empty({rows, n_in}, x.options().dtype(at::kBFloat16));
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
+  g1.active = r.active.data_ptr<int32_t>();
   g1.after_quantize = true;
   set_a(g1, xq, x_scale, r.row_token);
   run_grouped(op, g1, xq, x_scale, r.row_token, r.offsets);
@@ -468,6 +471,7 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   torch::Tensor y = torch::empty({rows, hidden}, x.options().dtype(at::kBFloat16));
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
+  g2.active = r.active.data_ptr<int32_t>();
   g2.after_quantize = true;
   set_a(g2, hq, h_scale, torch::Tensor());
   run_grouped(op, g2, hq, h_scale, torch::Tensor(), r.offsets);
