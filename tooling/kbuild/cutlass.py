@@ -152,7 +152,7 @@ def _from_folder(dependency: str, release: str, tried: list[str]) -> Path | None
         value = os.environ.get(variable)
         if not value:
             continue
-        root = Path(value).expanduser()
+        root = Path(value).expanduser().resolve()  # CMake configures elsewhere: no relative path
         found = source_version(root)
         if found is None:
             raise KbuildError(

@@ -20,6 +20,7 @@ pytest before any of its code runs.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,13 @@ def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -
         require_fresh(manifest, variant_dir)
     except KbuildError as exc:
         raise pytest.UsageError(f"kbuild: {exc.file}: {exc.message}\n  fix: {commands}") from None
-    changed = digest_problems(variant_dir)
+    try:
+        changed = digest_problems(variant_dir)
+    except KbuildError as exc:  # kernels 0.16 (transformers 5.17's) has no digest reader
+        warnings.warn(
+            f"kbuild: the staged files of {shown} are not checked against metadata.json: {exc.message}", stacklevel=2
+        )
+        changed = []
     if changed:
         raise pytest.UsageError(
             f"kbuild: {shown}/build/{variant.name} is not what kbuild built ({'; '.join(changed)[:300]})"

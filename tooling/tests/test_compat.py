@@ -295,6 +295,16 @@ def test_cutlass_from_the_per_version_folder_variable(no_cutlass, monkeypatch, t
     assert cutlass.resolve("cutlass_3_9", owner="test") == source
 
 
+def test_a_relative_cutlass_folder_is_resolved_from_where_kbuild_runs(no_cutlass, monkeypatch, tmp_path):
+    """CMake configures in the build tree: a relative KBUILD_CUTLASS_<X>_<Y>_DIR handed on as it was
+    named pointed at nothing there (deep-gemm's build could not find CUTLASS's headers)."""
+    source = _cutlass_source(tmp_path / "cutlass-3.9", "3.9.2")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KBUILD_CUTLASS_3_9_DIR", "cutlass-3.9")
+    root = cutlass.resolve("cutlass_3_9", owner="test")
+    assert root.is_absolute() and root == source.resolve()
+
+
 def test_cutlass_folder_of_another_version_is_an_error(no_cutlass, monkeypatch, tmp_path):
     monkeypatch.setenv("KBUILD_CUTLASS_DIR", str(_cutlass_source(tmp_path / "cutlass-3.8", "3.8.0")))
     with pytest.raises(KbuildError, match=r"KBUILD_CUTLASS_DIR=.* holds CUTLASS 3.8.0, but cutlass_3_9 needs 3.9"):

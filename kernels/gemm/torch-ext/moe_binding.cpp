@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "binding_common.h"
 #include "gemm_common/launchers.h"
 #include "gemm_common/moe_args.h"
 #include "torch_binding.h"
@@ -17,7 +18,6 @@
 #include <cuda_runtime_api.h>
 #elif defined(ROCM_KERNEL)
 #include <c10/core/DeviceGuard.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #endif
 
 namespace {
@@ -28,11 +28,8 @@ using fp8gemm::RouteArgs;
 
 constexpr int64_t kMaxExperts = 4096;
 
-void check_status(const char* op, fp8gemm::Status status) {
-  TORCH_CHECK(status == fp8gemm::kOk, op, ": ", status);
-}
-
-bool is_fp8(at::ScalarType t) { return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz; }
+using binding::check_status;
+using binding::is_fp8;
 
 fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t) {
   switch (t.scalar_type()) {
@@ -61,10 +58,7 @@ void same_device(const char* op, const torch::Tensor& first, const char* name, c
 }
 
 #if defined(ROCM_KERNEL)
-hipStream_t hip_stream(const torch::Device& device) {
-  const c10::impl::VirtualGuardImpl device_impl(device.type());
-  return static_cast<hipStream_t>(device_impl.getStream(device).native_handle());
-}
+using binding::current_hip_stream;
 #endif
 
 // ---- routing ----
@@ -103,7 +97,7 @@ Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
 #if defined(CUDA_KERNEL)
     check_status(op, fp8gemm::route_cuda(args, c10::cuda::getCurrentCUDAStream()));
 #elif defined(ROCM_KERNEL)
-    check_status(op, fp8gemm::route_rocm(args, hip_stream(ids.device())));
+    check_status(op, fp8gemm::route_rocm(args, current_hip_stream(ids.device())));
 #endif
   }
   return r;
@@ -154,32 +148,6 @@ GroupedGemmArgs describe_grouped(const torch::Tensor& b, const torch::Tensor& b_
   g.out_stride_m = out.stride(-2);
   g.out_stride_n = out.stride(-1);
   return g;
-}
-
-void run_dense(const char* op, const fp8gemm::GemmArgs& args, const torch::Device& device) {
-  if (args.M == 0 || args.N == 0) return;
-  if (device.is_cpu()) {
-    check_status(op, fp8gemm::gemm_cpu(args));
-    return;
-  }
-#if defined(CUDA_KERNEL)
-  int major = 0, minor = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
-  const size_t bytes = fp8gemm::gemm_cuda_workspace_bytes(args, 10 * major + minor);
-  const torch::Tensor workspace =
-      bytes == 0 ? torch::Tensor()
-                 : torch::empty({int64_t(bytes)}, torch::dtype(torch::kUInt8).device(device));
-  check_status(op, fp8gemm::gemm_cuda(args, bytes == 0 ? nullptr : workspace.data_ptr(), bytes,
-                                      c10::cuda::getCurrentCUDAStream()));
-#elif defined(ROCM_KERNEL)
-  const size_t bytes = fp8gemm::gemm_rocm_workspace_bytes(args);
-  const torch::Tensor workspace =
-      bytes == 0 ? torch::Tensor()
-                 : torch::empty({int64_t(bytes)}, torch::dtype(torch::kUInt8).device(device));
-  check_status(
-      op, fp8gemm::gemm_rocm(args, bytes == 0 ? nullptr : workspace.data_ptr(), bytes, hip_stream(device)));
-#endif
 }
 
 #if defined(CUDA_KERNEL)
@@ -240,7 +208,7 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
   for (int64_t e = 0; e < g.experts; ++e) {
     int64_t first = 0;
     const int64_t count = fp8gemm::expert_row_range(g, e, &first);
-    if (count > 0) run_dense(op, fp8gemm::expert_gemm(g, e, first, count), device);
+    if (count > 0) binding::run_dense_gemm(op, fp8gemm::expert_gemm(g, e, first, count), device);
   }
 }
 
@@ -284,7 +252,7 @@ torch::Tensor combine(const char* op, const torch::Tensor& rows, const torch::Te
 #if defined(CUDA_KERNEL)
       check_status(op, fp8gemm::combine_cuda(args, c10::cuda::getCurrentCUDAStream()));
 #elif defined(ROCM_KERNEL)
-      check_status(op, fp8gemm::combine_rocm(args, hip_stream(rows.device())));
+      check_status(op, fp8gemm::combine_rocm(args, current_hip_stream(rows.device())));
 #endif
     }
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "binding_common.h"
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
@@ -25,11 +26,31 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #endif
 
-namespace {
-
-using fp8gemm::GemmArgs;
+namespace binding {
 
 bool is_fp8(at::ScalarType t) { return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz; }
+
+void check_status(const char* op, fp8gemm::Status status) {
+  TORCH_CHECK(status == fp8gemm::kOk, op, ": ", status);
+}
+
+#if defined(ROCM_KERNEL)
+hipStream_t current_hip_stream(const torch::Device& device) {
+  const c10::impl::VirtualGuardImpl device_impl(device.type());
+  return static_cast<hipStream_t>(device_impl.getStream(device).native_handle());
+}
+#endif
+
+}  // namespace binding
+
+namespace {
+
+using binding::check_status;
+using binding::is_fp8;
+using fp8gemm::GemmArgs;
+#if defined(ROCM_KERNEL)
+using binding::current_hip_stream;
+#endif
 
 // [first byte, one past the last byte] that a tensor's elements can touch.
 std::pair<uintptr_t, uintptr_t> byte_span(const torch::Tensor& t) {
@@ -169,10 +190,6 @@ GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, c
   return args;
 }
 
-void check_status(const char* op, fp8gemm::Status status) {
-  TORCH_CHECK(status == fp8gemm::kOk, op, ": ", status);
-}
-
 // Device memory the launcher asks for, from torch's caching allocator; none (an undefined
 // tensor, nullptr) when it asks for 0 bytes, as it does on most calls: an empty allocation
 // costs a microsecond or two of host time per call.
@@ -190,11 +207,6 @@ int device_sm(const torch::Device& device) {
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
   return 10 * major + minor;
-}
-#elif defined(ROCM_KERNEL)
-hipStream_t current_hip_stream(const torch::Device& device) {
-  const c10::impl::VirtualGuardImpl device_impl(device.type());
-  return static_cast<hipStream_t>(device_impl.getStream(device).native_handle());
 }
 #endif
 
@@ -238,6 +250,14 @@ void run_gemm(const char* op, const GemmArgs& args, const torch::Device& device)
                                       current_hip_stream(device)));
 #endif
 }
+
+}  // namespace
+
+void binding::run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const torch::Device& device) {
+  run_gemm(op, args, device);
+}
+
+namespace {
 
 void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
          const torch::Tensor& a_scale, const torch::Tensor& b_scale) {

@@ -1,0 +1,21 @@
+#pragma once
+// What the two binding files (torch_binding.cpp, moe_binding.cpp) share; defined in torch_binding.cpp.
+#include <torch/torch.h>
+
+#include "gemm_common/launchers.h"
+
+namespace binding {
+
+bool is_fp8(at::ScalarType t);
+
+// Raises with the op's name and the launcher's message unless status is kOk.
+void check_status(const char* op, fp8gemm::Status status);
+
+// A described dense GEMM (inputs checked) on `device`, with the workspace its launcher asks for.
+void run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const torch::Device& device);
+
+#if defined(ROCM_KERNEL)
+hipStream_t current_hip_stream(const torch::Device& device);
+#endif
+
+}  // namespace binding
