@@ -15,6 +15,17 @@ constexpr int kThreads = quantize_gpu::kThreads;
 constexpr int kMaxExperts = 4096;
 constexpr int kCombineColumns = 8;  // columns per thread: one 16-byte bf16 load per row
 
+// values[t] becomes the sum of values[0..t) (one thread; kThreads values); returns the total.
+__device__ __forceinline__ int32_t exclusive_scan(int32_t* values) {
+  int32_t running = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    const int32_t v = values[t];
+    values[t] = running;
+    running += v;
+  }
+  return running;
+}
+
 // One CTA: count the slots per expert, scan the counts into offsets, then hand out rows.
 __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   __shared__ int32_t next_row[kMaxExperts];
@@ -35,15 +46,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   for (int e = lo; e < hi; ++e) sum += next_row[e];
   chunk_sum[tid] = sum;
   __syncthreads();
-  if (tid == 0) {
-    int32_t running = 0;
-    for (int t = 0; t < kThreads; ++t) {
-      const int32_t c = chunk_sum[t];
-      chunk_sum[t] = running;
-      running += c;
-    }
-    a.offsets[a.experts] = running;
-  }
+  if (tid == 0) a.offsets[a.experts] = exclusive_scan(chunk_sum);
   __syncthreads();
   int32_t offset = chunk_sum[tid], owning = 0;
   for (int e = lo; e < hi; ++e) {
@@ -57,15 +60,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
     __syncthreads();
     chunk_sum[tid] = owning;
     __syncthreads();
-    if (tid == 0) {
-      int32_t running = 0;
-      for (int t = 0; t < kThreads; ++t) {
-        const int32_t c = chunk_sum[t];
-        chunk_sum[t] = running;
-        running += c;
-      }
-      a.active[0] = running;
-    }
+    if (tid == 0) a.active[0] = exclusive_scan(chunk_sum);
     __syncthreads();
     int32_t at = 1 + chunk_sum[tid];
     for (int e = lo; e < hi; ++e)

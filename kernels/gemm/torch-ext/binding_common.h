@@ -2,11 +2,15 @@
 // What the two binding files (torch_binding.cpp, moe_binding.cpp) share; defined in torch_binding.cpp.
 #include <torch/torch.h>
 
+#include "gemm_common/fp8_quantize.h"
 #include "gemm_common/launchers.h"
 
 namespace binding {
 
 bool is_fp8(at::ScalarType t);
+
+// bfloat16, float16 or float32 as the launchers' InputType; raises naming op and argument otherwise.
+fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t);
 
 // Raises with the op's name and the launcher's message unless status is kOk.
 void check_status(const char* op, fp8gemm::Status status);

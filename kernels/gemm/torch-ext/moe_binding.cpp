@@ -29,20 +29,8 @@ using fp8gemm::RouteArgs;
 constexpr int64_t kMaxExperts = 4096;
 
 using binding::check_status;
+using binding::float_type;
 using binding::is_fp8;
-
-fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kBFloat16:
-      return fp8gemm::InputType::BF16;
-    case at::kHalf:
-      return fp8gemm::InputType::F16;
-    case at::kFloat:
-      return fp8gemm::InputType::F32;
-    default:
-      TORCH_CHECK(false, op, ": ", name, " must be bfloat16, float16 or float32, got ", t.scalar_type());
-  }
-}
 
 void check_device(const char* op, const torch::Device& device) {
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)

@@ -34,6 +34,19 @@ void check_status(const char* op, fp8gemm::Status status) {
   TORCH_CHECK(status == fp8gemm::kOk, op, ": ", status);
 }
 
+fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kBFloat16:
+      return fp8gemm::InputType::BF16;
+    case at::kHalf:
+      return fp8gemm::InputType::F16;
+    case at::kFloat:
+      return fp8gemm::InputType::F32;
+    default:
+      TORCH_CHECK(false, op, ": ", name, " must be bfloat16, float16 or float32, got ", t.scalar_type());
+  }
+}
+
 #if defined(ROCM_KERNEL)
 hipStream_t current_hip_stream(const torch::Device& device) {
   const c10::impl::VirtualGuardImpl device_impl(device.type());
@@ -269,16 +282,7 @@ void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torc
 // ---- activation quantization, SiLU-and-mul and the linear layer ----
 
 fp8gemm::InputType input_type(const char* op, const torch::Tensor& x) {
-  switch (x.scalar_type()) {
-    case at::kBFloat16:
-      return fp8gemm::InputType::BF16;
-    case at::kHalf:
-      return fp8gemm::InputType::F16;
-    case at::kFloat:
-      return fp8gemm::InputType::F32;
-    default:
-      TORCH_CHECK(false, op, ": x must be bfloat16, float16 or float32, got ", x.scalar_type());
-  }
+  return binding::float_type(op, "x", x);
 }
 
 fp8gemm::Fp8Format fp8_format(const char* op, at::ScalarType dtype) {
