@@ -42,6 +42,7 @@ struct CombineArgs {
   int32_t top_k = 0;
   const uint16_t* rows = nullptr;
   int64_t rows_stride = 0;
+  int64_t row_count = 0;  // slot_row entries outside [0, row_count) add nothing
   const int32_t* slot_row = nullptr;
   const void* weights = nullptr;  // weights[t * weights_stride_t + j * weights_stride_j]
   InputType weight_type = InputType::F32;

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) 
   float acc[kCombineColumns] = {};
   for (int j = 0; j < a.top_k; ++j) {
     const int32_t row = a.slot_row[t * a.top_k + j];
-    if (row < 0) continue;
+    if (row < 0 || row >= a.row_count) continue;
     const float w = load_weight(a, t, j);
     const uint16_t* values = a.rows + row * a.rows_stride + h0;
     if constexpr (kVector) {

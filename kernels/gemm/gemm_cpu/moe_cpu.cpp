@@ -46,7 +46,7 @@ Status combine_cpu(const CombineArgs& args) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int32_t j = 0; j < args.top_k; ++j) {
       const int32_t row = args.slot_row[t * args.top_k + j];
-      if (row < 0) continue;
+      if (row < 0 || row >= args.row_count) continue;
       const float w = load_weight(args, t, j);
       const uint16_t* values = args.rows + row * args.rows_stride;
       for (int64_t h = 0; h < args.hidden; ++h) acc[size_t(h)] += w * bf16_to_float(values[h]);

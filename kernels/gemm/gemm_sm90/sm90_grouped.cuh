@@ -70,8 +70,12 @@ struct ChunkRows {
   int s[TN][2];
 };
 
+// Row `row`'s row of a; -1 (read as zeros) for a row_index entry outside a's rows, which only the
+// host-loop path can refuse (here checking would synchronize).
 __device__ __forceinline__ int a_row(const GroupedGemmArgs& g, int64_t row) {
-  return g.row_index != nullptr ? g.row_index[row] : int(row);
+  if (g.row_index == nullptr) return int(row);
+  const int r = g.row_index[row];
+  return r >= 0 && r < g.a_rows ? r : -1;
 }
 
 template <int TN>

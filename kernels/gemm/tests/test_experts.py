@@ -334,3 +334,70 @@ def test_fp8_experts_compiles(kernel, device, fp8_dtype, rng):
     compiled = torch.compile(lambda *a: kernel.fp8_experts(*a), fullgraph=True)
     out = compiled(x, ids, weights, w1, s1, w2, s2)
     torch.testing.assert_close(out, kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2), rtol=0, atol=0)
+
+
+# ---- inputs the review found unguarded ----
+
+
+@pytest.mark.kernels_ci
+def test_grouped_contiguous_refuses_offsets_that_decrease_or_overlap(kernel, device, fp8_dtype, rng):
+    """Decreasing offsets read past the gathered rows (a crash on CPU) and overlapping ones computed
+    rows twice; both are refused wherever the offsets are read on the host."""
+    if device.type == "cuda":
+        pytest.skip("the Hopper kernel reads the offsets on the device and clamps them")
+    w, w_scale = random_experts(kernel, 3, 128, 128, device, fp8_dtype, rng)
+    a, a_scale = kernel.quantize_per_token_group(torch.randn(8, 128, generator=rng), BLOCK, fp8_dtype)
+    row_index = torch.arange(8, dtype=torch.int32)
+    for offsets in ([0, 8, 0, 4], [0, 5, 3, 8]):
+        with pytest.raises(RuntimeError, match="offsets must not decrease"):
+            kernel.grouped_gemm_nt_contiguous(
+                a, a_scale, w, w_scale, torch.tensor(offsets, dtype=torch.int32), row_index
+            )
+    with pytest.raises(RuntimeError, match=r"offsets must be within 0\.\.8"):
+        kernel.grouped_gemm_nt_contiguous(
+            a, a_scale, w, w_scale, torch.tensor([0, 4, 6, 9], dtype=torch.int32), row_index
+        )
+
+
+@pytest.mark.kernels_ci
+def test_grouped_out_must_not_share_memory(kernel, device, fp8_dtype, rng):
+    w, w_scale = random_experts(kernel, 2, 128, 128, device, fp8_dtype, rng)
+    a, a_scale = kernel.quantize_per_token_group(torch.randn(4, 128, generator=rng, device=device), BLOCK, fp8_dtype)
+    offsets = torch.tensor([0, 2, 4], dtype=torch.int32, device=device)
+    expanded = torch.zeros(1, 128, dtype=torch.bfloat16, device=device).expand(4, 128)
+    with pytest.raises(RuntimeError, match="out must not have elements that share memory"):
+        kernel.grouped_gemm_nt_contiguous(a, a_scale, w, w_scale, offsets, out=expanded)
+    buffer = torch.zeros(8, 128, dtype=torch.bfloat16, device=device)
+    a_in_buffer = buffer.view(torch.uint8).view(fp8_dtype).as_strided((4, 128), (256, 1), 0)
+    a_in_buffer.copy_(a)
+    with pytest.raises(RuntimeError, match="out must not overlap the memory of a"):
+        kernel.grouped_gemm_nt_contiguous(a_in_buffer, a_scale, w, w_scale, offsets, out=buffer[2:6])
+
+
+@pytest.mark.kernels_ci
+def test_fp8_experts_forward_refuses_soft_capped_swiglu(kernel, device, fp8_dtype, rng):
+    experts = torch.nn.Module()
+    experts.gate_up_proj, experts.gate_up_proj_scale_inv = random_experts(kernel, 2, 256, 128, device, fp8_dtype, rng)
+    experts.down_proj, experts.down_proj_scale_inv = random_experts(kernel, 2, 128, 128, device, fp8_dtype, rng)
+    experts.block_size, experts.act_fn, experts.gate_softcap = (128, 128), torch.nn.SiLU(), 0.5
+    ids, weights = routing(3, 2, 2, device, rng)
+    with pytest.raises(ValueError, match="gate_softcap is set"):
+        kernel.fp8_experts_forward(experts, torch.randn(3, 128, device=device), ids, weights)
+
+
+@pytest.mark.kernels_ci
+def test_route_checks_its_arguments_before_the_ids(kernel):
+    with pytest.raises(RuntimeError, match="top_k_index must be int64 or int32"):
+        kernel.moe_route(torch.tensor([[0.0, float("nan")]]), 4)
+    with pytest.raises(RuntimeError, match=r"num_experts must be 1\.\.4096, got -3"):
+        kernel.moe_route(torch.tensor([[0, 1]]), -3)
+
+
+@pytest.mark.kernels_ci
+def test_grouped_masked_with_no_capacity_is_a_no_op(kernel, device, fp8_dtype, rng):
+    w, w_scale = random_experts(kernel, 3, 128, 128, device, fp8_dtype, rng)
+    a = torch.empty(3, 0, 128, dtype=fp8_dtype, device=device)
+    out = kernel.grouped_gemm_nt_masked(
+        a, torch.empty(3, 0, 1, device=device), w, w_scale, torch.zeros(3, dtype=torch.int32, device=device)
+    )
+    assert out.shape == (3, 0, 128)

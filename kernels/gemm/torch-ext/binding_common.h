@@ -9,6 +9,12 @@ namespace binding {
 
 bool is_fp8(at::ScalarType t);
 
+// Whether two elements of a 2-D tensor share memory (an expanded tensor, overlapping strides).
+bool elements_share_memory(const torch::Tensor& t);
+
+// Whether the byte ranges of two tensors meet.
+bool overlaps(const torch::Tensor& x, const torch::Tensor& y);
+
 // bfloat16, float16 or float32 as the launchers' InputType; raises naming op and argument otherwise.
 fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t);
 

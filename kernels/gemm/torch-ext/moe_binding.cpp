@@ -56,12 +56,6 @@ struct Routing {
 };
 
 Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
-  TORCH_CHECK(ids.defined() && ids.dim() == 2, op, ": top_k_index must be 2-D (tokens, top_k), got ",
-              ids.defined() ? ids.sizes() : at::IntArrayRef{});
-  TORCH_CHECK(ids.scalar_type() == at::kLong || ids.scalar_type() == at::kInt, op,
-              ": top_k_index must be int64 or int32, got ", ids.scalar_type());
-  TORCH_CHECK(experts >= 1 && experts <= kMaxExperts, op, ": num_experts must be 1..", kMaxExperts, ", got ",
-              experts);
   const int64_t slots = ids.size(0) * ids.size(1);
   TORCH_CHECK(slots < (int64_t(1) << 31), op, ": at most 2^31 - 1 (token, expert) pairs, got ", slots);
   const auto i32 = torch::TensorOptions().dtype(torch::kInt).device(ids.device());
@@ -94,7 +88,7 @@ Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
 // ---- the grouped GEMM ----
 
 // b (E, N, K) FP8 and its scales (E, ceil(N/128), ceil(K/128)); returns N.
-int64_t check_expert_weights(const char* op, const char* name, const torch::Tensor& b,
+int64_t check_expert_weights(const char* op, const char* name, const char* scale_name, const torch::Tensor& b,
                              const torch::Tensor& scale, int64_t experts, int64_t K) {
   TORCH_CHECK(b.defined() && b.dim() == 3, op, ": ", name, " must be 3-D (experts, N, K), got ",
               b.defined() ? b.sizes() : at::IntArrayRef{});
@@ -107,7 +101,7 @@ int64_t check_expert_weights(const char* op, const char* name, const torch::Tens
                 kb = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
   TORCH_CHECK(scale.defined() && scale.scalar_type() == at::kFloat && scale.dim() == 3 &&
                   scale.size(0) == experts && scale.size(1) == nb && scale.size(2) == kb,
-              op, ": ", name, "_scale_inv must be float32 (", experts, ", ", nb, ", ", kb, "), got ",
+              op, ": ", scale_name, " must be float32 (", experts, ", ", nb, ", ", kb, "), got ",
               scale.defined() ? scale.scalar_type() : at::ScalarType::Undefined, " ",
               scale.defined() ? scale.sizes() : at::IntArrayRef{});
   same_device(op, b, name, scale);
@@ -173,14 +167,26 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
     if (grouped_kernel_preferred(g, stream))
       check_status(op, fp8gemm::grouped_gemm_cuda(g, stream, &launched));
     if (launched) return;
+    TORCH_CHECK(!capturing(stream), op,
+                ": inside a CUDA graph capture only the Hopper grouped kernel runs, and it does not take "
+                "this problem "
+                "(it needs e4m3fn, K-contiguous rows 16-byte aligned, N and K below 2^30); run it outside "
+                "the capture");
   }
 #endif
-  const torch::Tensor host_rows = expert_rows.to(torch::kCPU);
+  const torch::Tensor host_rows = expert_rows.to(torch::kCPU).clone();  // a copy: out may not change it
   g.expert_rows = host_rows.data_ptr<int32_t>();
+  if (!g.masked) {  // the kernel clamps ranges on the device; here the offsets are read anyway: check them
+    const int32_t* offsets = g.expert_rows;
+    for (int64_t e = 0; e < g.experts; ++e)
+      TORCH_CHECK(offsets[e] <= offsets[e + 1], op, ": offsets must not decrease, got offsets[", e,
+                  "] = ", offsets[e], " > offsets[", e + 1, "] = ", offsets[e + 1]);
+    TORCH_CHECK(offsets[0] >= 0 && offsets[g.experts] <= g.rows, op, ": offsets must be within 0..", g.rows,
+                ", got ", offsets[0], "..", offsets[g.experts]);
+  }
   torch::Tensor rows_a = a, rows_scale = a_scale;
   if (row_index.defined()) {  // gather the token rows of every owned row once
     const int64_t used = host_rows.data_ptr<int32_t>()[g.experts];
-    TORCH_CHECK(used >= 0 && used <= g.rows, op, ": offsets[-1] must be within 0..", g.rows, ", got ", used);
     const torch::Tensor index = row_index.narrow(0, 0, used).to(torch::kLong);
     TORCH_CHECK(used == 0 || (index.min().item<int64_t>() >= 0 && index.max().item<int64_t>() < a.size(0)),
                 op, ": row_index must hold rows of a (0..", a.size(0) - 1, ")");
@@ -225,6 +231,7 @@ torch::Tensor combine(const char* op, const torch::Tensor& rows, const torch::Te
   args.top_k = int32_t(top_k);
   args.rows = reinterpret_cast<const uint16_t*>(rows.data_ptr());
   args.rows_stride = rows.stride(0);
+  args.row_count = rows.size(0);
   args.slot_row = slot_row.data_ptr<int32_t>();
   args.weights = weights.data_ptr();
   args.weight_type = float_type(op, "top_k_weights", weights);
@@ -260,9 +267,16 @@ void check_routing_inputs(const char* op, const torch::Tensor& x, const torch::T
   same_device(op, x, "top_k_weights", weights);
 }
 
-// Ids outside [0, E] are refused where that is free (CPU tensors); on a GPU they are treated as
-// "no expert" like E itself, since checking would wait for the device.
-void check_ids_on_cpu(const char* op, const torch::Tensor& ids, int64_t experts) {
+// top_k_index's layout and type, and the number of experts; ids outside [0, E] are refused where
+// that is free (CPU tensors): on a GPU they are treated as "no expert" like E itself, since checking
+// would wait for the device.
+void check_ids(const char* op, const torch::Tensor& ids, int64_t experts, const char* experts_name) {
+  TORCH_CHECK(ids.defined() && ids.dim() == 2, op, ": top_k_index must be 2-D (tokens, top_k), got ",
+              ids.defined() ? ids.sizes() : at::IntArrayRef{});
+  TORCH_CHECK(ids.scalar_type() == at::kLong || ids.scalar_type() == at::kInt, op,
+              ": top_k_index must be int64 or int32, got ", ids.scalar_type());
+  TORCH_CHECK(experts >= 1 && experts <= kMaxExperts, op, ": ", experts_name, " must be 1..", kMaxExperts,
+              ", got ", experts);
   if (!ids.device().is_cpu() || ids.numel() == 0) return;
   const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
   TORCH_CHECK(lo >= 0 && hi <= experts, op, ": top_k_index must hold expert ids 0..", experts - 1, " (or ",
@@ -277,7 +291,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> moe_route(const torch::T
   TORCH_CHECK(top_k_index.defined(), op, ": top_k_index is an undefined tensor");
   check_device(op, top_k_index.device());
   const c10::OptionalDeviceGuard guard(top_k_index.device());
-  check_ids_on_cpu(op, top_k_index, num_experts);
+  check_ids(op, top_k_index, num_experts, "num_experts");
   Routing r = route(op, top_k_index, num_experts);
   return {r.offsets, r.row_token, r.slot_row};
 }
@@ -297,8 +311,8 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
   TORCH_CHECK(is_fp8(a.scalar_type()) && a.scalar_type() == b.scalar_type(), op,
               ": a must be FP8 with b's dtype ", b.scalar_type(), ", got ", a.scalar_type());
   const int64_t experts = b.dim() == 3 ? b.size(0) : 0, K = a.size(-1);
-  TORCH_CHECK(experts >= 1, op, ": b must be 3-D (experts, N, K), got ", b.sizes());
-  const int64_t N = check_expert_weights(op, "b", b, b_scale, experts, K);
+  TORCH_CHECK(experts >= 1, op, ": b must be 3-D (experts, N, K) with at least one expert, got ", b.sizes());
+  const int64_t N = check_expert_weights(op, "b", "b_scale", b, b_scale, experts, K);
   const int64_t kb = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock);
   TORCH_CHECK(expert_rows.scalar_type() == at::kInt && expert_rows.dim() == 1 &&
                   expert_rows.size(0) == (masked ? experts : experts + 1),
@@ -306,6 +320,14 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
               masked ? experts : experts + 1, "), got ", expert_rows.scalar_type(), " ", expert_rows.sizes());
   const torch::Tensor rows_of = expert_rows.contiguous();
   TORCH_CHECK(out.scalar_type() == at::kBFloat16, op, ": out must be bfloat16, got ", out.scalar_type());
+  TORCH_CHECK(!binding::elements_share_memory(out.flatten(0, out.dim() - 2)), op,
+              ": out must not have elements that share memory (e.g. an expanded tensor)");
+  const std::pair<const char*, const torch::Tensor*> inputs[] = {
+      {"a", &a}, {"a_scale", &a_scale}, {"b", &b}, {"b_scale", &b_scale}, {"the expert rows", &expert_rows}};
+  for (const auto& [name, t] : inputs)
+    TORCH_CHECK(!binding::overlaps(out, *t), op, ": out must not overlap the memory of ", name);
+  if (row_index.has_value() && row_index->defined())
+    TORCH_CHECK(!binding::overlaps(out, *row_index), op, ": out must not overlap the memory of row_index");
   const c10::OptionalDeviceGuard guard(a.device());
   GroupedGemmArgs g = describe_grouped(b, b_scale, out, rows_of, masked);
   torch::Tensor index;
@@ -321,6 +343,7 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
                 ": out must be (", experts, ", ", capacity, ", ", N, "), got ", out.sizes());
     TORCH_CHECK(!row_index.has_value() || !row_index->defined(), op,
                 ": row_index is for the contiguous layout");
+    if (capacity == 0) return;
     // (E, capacity, .) as (E * capacity, .): the experts' blocks of rows must be evenly spaced.
     TORCH_CHECK(a.stride(0) == capacity * a.stride(1) && a_scale.stride(0) == capacity * a_scale.stride(1) &&
                     out.stride(0) == capacity * out.stride(1),
@@ -394,12 +417,14 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   const int64_t hidden = x.size(1), experts = w_in.dim() == 3 ? w_in.size(0) : 0;
   TORCH_CHECK(experts >= 1, op, ": ", gated ? "gate_up_proj" : "up_proj",
               " must be 3-D (experts, N, hidden), got ", w_in.sizes());
-  const int64_t n_in =
-      check_expert_weights(op, gated ? "gate_up_proj" : "up_proj", w_in, w_in_scale, experts, hidden);
+  const int64_t n_in = check_expert_weights(op, gated ? "gate_up_proj" : "up_proj",
+                                            gated ? "gate_up_proj_scale_inv" : "up_proj_scale_inv", w_in,
+                                            w_in_scale, experts, hidden);
   TORCH_CHECK(!gated || n_in % 2 == 0, op,
               ": gate_up_proj must have an even number of rows (gate | up), got ", n_in);
   const int64_t inner = gated ? n_in / 2 : n_in;
-  const int64_t n_out = check_expert_weights(op, "down_proj", w_out, w_out_scale, experts, inner);
+  const int64_t n_out =
+      check_expert_weights(op, "down_proj", "down_proj_scale_inv", w_out, w_out_scale, experts, inner);
   TORCH_CHECK(n_out == hidden, op, ": down_proj must be (", experts, ", ", hidden, ", ", inner, "), got ",
               w_out.sizes());
   same_device(op, x, "gate_up_proj", w_in);
@@ -407,7 +432,7 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   TORCH_CHECK(w_out.scalar_type() == w_in.scalar_type(), op,
               ": down_proj must have the dtype of the first projection");
   const c10::OptionalDeviceGuard guard(x.device());
-  check_ids_on_cpu(op, top_k_index, experts);
+  check_ids(op, top_k_index, experts, "the number of experts (gate_up_proj.size(0))");
   const int64_t tokens = x.size(0);
   if (tokens == 0 || top_k_index.size(1) == 0) return torch::zeros_like(x);
 

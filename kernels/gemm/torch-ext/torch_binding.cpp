@@ -54,17 +54,6 @@ hipStream_t current_hip_stream(const torch::Device& device) {
 }
 #endif
 
-}  // namespace binding
-
-namespace {
-
-using binding::check_status;
-using binding::is_fp8;
-using fp8gemm::GemmArgs;
-#if defined(ROCM_KERNEL)
-using binding::current_hip_stream;
-#endif
-
 // [first byte, one past the last byte] that a tensor's elements can touch.
 std::pair<uintptr_t, uintptr_t> byte_span(const torch::Tensor& t) {
   const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
@@ -97,6 +86,19 @@ bool overlaps(const torch::Tensor& x, const torch::Tensor& y) {
   const auto [y0, y1] = byte_span(y);
   return x0 < y1 && y0 < x1;
 }
+
+}  // namespace binding
+
+namespace {
+
+using binding::check_status;
+using binding::elements_share_memory;
+using binding::is_fp8;
+using binding::overlaps;
+using fp8gemm::GemmArgs;
+#if defined(ROCM_KERNEL)
+using binding::current_hip_stream;
+#endif
 
 // The two operand layouts the ops take: gemm's (b (K, N), scales K-block first) and gemm_nt's
 // (b (N, K), scales K-block last, as DeepGEMM, vLLM and torch._scaled_mm take them). Both describe

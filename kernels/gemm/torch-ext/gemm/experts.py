@@ -33,9 +33,10 @@ def moe_route(top_k_index: torch.Tensor, num_experts: int) -> tuple[torch.Tensor
 
     Returns:
         ``(offsets, row_token, slot_row)``, int32: expert ``e`` owns rows
-        ``offsets[e]:offsets[e + 1]``, row ``r`` belongs to token ``row_token[r]``, and slot
-        ``t * k + j`` to row ``slot_row[t * k + j]``. Ids outside ``[0, num_experts)`` (transformers
-        writes ``num_experts`` for "no expert") own no row: their ``slot_row`` is -1. On CPU tensors
+        ``offsets[e]:offsets[e + 1]``, row ``r`` belongs to token ``row_token[r]`` (entries from
+        ``offsets[-1]`` on are not written), and slot ``t * k + j`` to row ``slot_row[t * k + j]``.
+        Ids outside ``[0, num_experts)`` (transformers writes ``num_experts`` for "no expert") own no
+        row: their ``slot_row`` is -1. On CPU tensors
         an id below 0 or above ``num_experts`` raises; on a GPU it counts as "no expert" (checking
         would wait for the device). The order of rows within an expert is unspecified.
     """
@@ -61,8 +62,11 @@ def grouped_gemm_nt_contiguous(
         a: ``(A, K)`` FP8 activations, ``a_scale`` ``(A, ceil(K/128))`` float32 (as
             :func:`gemm.quantize_per_token_group` returns them).
         b: ``(E, N, K)`` FP8 expert weights, ``b_scale`` ``(E, ceil(N/128), ceil(K/128))`` float32.
-        offsets: ``(E + 1,)`` int32 on ``a``'s device, non-decreasing (values are clamped to the rows).
-        row_index: optional ``(R,)`` int32 rows of ``a`` (a gather of token rows).
+        offsets: ``(E + 1,)`` int32 on ``a``'s device, non-decreasing, within ``0..R``: checked where
+            the host reads them (CPU, ROCm, other GPUs, many rows per expert); the Hopper kernel, which
+            reads them on the device, clamps each expert's range to ``0..R`` instead.
+        row_index: optional ``(R,)`` int32 rows of ``a`` (a gather of token rows); entries outside
+            ``a``'s rows are refused where the host reads them and read as zeros on the Hopper kernel.
         out: optional ``(R, N)`` bfloat16; by default ``R`` is ``row_index``'s length or ``A``.
     """
     rows = row_index.shape[0] if row_index is not None else a.shape[0]
@@ -146,7 +150,8 @@ def fp8_experts_forward(
     ``has_gate`` is false), ``down_proj`` / ``down_proj_scale_inv``, ``block_size``, ``act_fn``
     and ``activation_scheme``. Refuses, naming what to change, what it does not compute: another
     block size than 128x128, static activation scales, biases, an activation other than SiLU, and
-    the clamped SwiGLU variants (``swiglu_limit`` / ``swiglu_alpha``).
+    the clamped or soft-capped SwiGLU variants (``swiglu_limit``, ``swiglu_alpha``, ``gate_softcap``,
+    ``up_softcap``).
     """
     _check_experts_module(self)
     has_gate = bool(getattr(self, "has_gate", True))
@@ -173,10 +178,11 @@ def _check_experts_module(experts: torch.nn.Module) -> None:
         )
     if getattr(experts, "has_bias", False):
         raise ValueError(f"{name}: experts with biases are not supported (has_bias is True)")
-    for attribute in ("swiglu_limit", "swiglu_alpha", "limit"):
+    for attribute in ("swiglu_limit", "swiglu_alpha", "limit", "gate_softcap", "up_softcap"):
         if getattr(experts, attribute, None) is not None:
             raise ValueError(
-                f"{name}: the clamped SwiGLU ({attribute} is set) is not supported; use another experts implementation"
+                f"{name}: the clamped or soft-capped SwiGLU ({attribute} is set) is not supported; "
+                "use another experts implementation"
             )
     act_fn = getattr(experts, "act_fn", None)
     if act_fn is not None and type(act_fn).__name__ not in _SILU_ACTIVATIONS:
