@@ -33,3 +33,29 @@ def test_kernelize_example_runs_on_cpu(tmp_path):
         # Three activations are rounded to e4m3 (gate and up share one input, then down's input),
         # each ~2.5% rms relative error: ~4% expected against the bf16 block with the same weights.
         assert eager["relative_error"] < 0.1
+
+
+MOE_EXAMPLE = EXAMPLE.with_name("fp8_moe.py")
+
+
+@pytest.mark.kernels_ci
+def test_moe_example_runs_on_cpu(tmp_path):
+    """examples/fp8_moe.py --tiny on the CPU: transformers' own experts modules, ours registered in
+    its FP8ExpertsInterface, the issue's JSON schema (no peers here, so no transformers FP8 columns)."""
+    pytest.importorskip("transformers", reason="transformers is a test dependency of this kernel (kbuild[test])")
+    out = tmp_path / "moe.json"
+    command = [sys.executable, str(MOE_EXAMPLE), "--device", "cpu", "--tiny", "--no-compile", "--reps", "1"]
+    command += ["--tokens", "1", "8", "--kernel-dir", str(kernel_dir()), "--out", str(out)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "transformers' FP8 implementations are left out" in run.stderr
+    result = json.loads(out.read_text())
+    assert [(row["tokens"], row["routing"]) for row in result["results"]] == [
+        (1, "uniform"), (1, "zipf"), (8, "uniform"), (8, "zipf")
+    ]  # fmt: skip
+    for row in result["results"]:
+        eager = row["eager"]
+        assert set(eager["us"]) == {"ours", "bf16"} and eager["floor_us"] > 0
+        assert eager["speedup_vs_bf16"] == pytest.approx(eager["us"]["bf16"] / eager["us"]["ours"], rel=1e-2)
+        assert "speedup_vs_transformers" not in eager and "graph" not in row
+        assert row["rel_error_vs_bf16"]["ours"] < 0.1  # two e4m3 roundings of the activations, ~0.045
