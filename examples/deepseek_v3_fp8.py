@@ -26,7 +26,9 @@ Measured (CUDA: CUDA events, the runs interleaved call by call, median of --reps
 - logits: a 16-token prompt and --steps greedy steps of bf16; each FP8 run is fed bf16's tokens,
   and its logits are compared step by step (relative error, and the steps whose argmax is bf16's).
 On CUDA the JSON also has the models' memory (`memory_gib`: the bf16 model, what the FP8 model
-holds of its own, the peak), to choose --layers: as many as fit beside the bf16 copy.
+holds of its own, the peak), to choose --layers: as many as fit beside the bf16 copy. The JSON is
+written after each phase (models built, prefill, decode, logits; "complete" says whether all ran),
+each with the seconds since the start, so a run stopped by a time limit keeps what it measured.
 
     python examples/deepseek_v3_fp8.py --layers 4 [--peers .peers]   # CUDA; results/deepseek_v3_fp8-<gpu>.json
     python examples/deepseek_v3_fp8.py --device cpu --tiny --out smoke.json
@@ -394,33 +396,22 @@ def compare_logits(runner: Runner, vocab: int, steps: int, device: torch.device)
 
 
 def run(args: argparse.Namespace) -> dict:
+    """The three runs, phase by phase; after each phase the JSON so far is written to args.out
+    ("complete": false until the end), so a run stopped by a time limit keeps what it measured."""
+    began = time.perf_counter()
     device = torch.device(args.device)
     sizes = TINY if args.tiny else FULL
     gemm = get_local_kernel(args.kernel_dir)
-    fp8_experts = True
     config = deepseek_config(args.tiny, args.layers)
     bf16 = bf16_model(config, device)
-    fp8 = fp8_checkpoint_model(bf16, gemm, fp8_experts)
+    fp8 = fp8_checkpoint_model(bf16, gemm, fp8_experts=True)
     skipped = load_peers(args.peers, device)
     if skipped:
         print(skipped)
     runner = Runner(
         bf16, fp8, Switch(fp8, args.kernel_dir, gemm), [r for r in RUNS if not (skipped and r == "transformers_fp8")]
     )
-    with torch.no_grad():
-        rows = prefill_rows(runner, sizes["prefill"], config.vocab_size, device, args.reps)
-        decode, eager_ms = decode_rows(runner, sizes["decode"], args.context, config.vocab_size, device, args.reps)
-        logits = compare_logits(runner, config.vocab_size, args.steps, device)
-    memory = None
-    if device.type == "cuda":
-        shared = {t.data_ptr() for t in bf16.state_dict().values()}
-        own = sum(t.nbytes for t in fp8.state_dict().values() if t.data_ptr() not in shared)
-        bf16_bytes = sum(t.nbytes for t in bf16.state_dict().values())
-        memory = {"bf16_model": bf16_bytes / 2**30, "fp8_model_own": own / 2**30}
-        memory["peak_allocated"] = torch.cuda.max_memory_allocated(device) / 2**30
-        memory = {key: round(gib, 2) for key, gib in memory.items()}
-        print(f"memory (GiB): {memory}")
-    return {
+    report: dict = {
         "example": "examples/deepseek_v3_fp8.py",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -429,17 +420,47 @@ def run(args: argparse.Namespace) -> dict:
         "kernels": kernels.__version__,
         "layers": config.num_hidden_layers,
         "experts": config.n_routed_experts,
-        "experts_dtype": "float8_e4m3fn" if fp8_experts else "bfloat16",
+        "experts_dtype": "float8_e4m3fn",
         "decode_context": args.context,
         "reps": args.reps,
-        "memory_gib": memory,
+        "memory_gib": _memory(bf16, fp8, device),
         "skipped": skipped,
-        "results": rows + decode,
-        "eager_step_ms": {run: round(ms, 4) for run, ms in eager_ms.items()},
-        "logits": logits,
-        "logits_rel_error_max": round(max(logits["ours"]["rel_error"]), 5),
-        "greedy_equal_steps": logits["ours"]["greedy_equal_steps"],
+        "complete": False,
+        "results": [],
     }
+
+    def phase_done(name: str) -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"[{time.perf_counter() - began:.0f} s] {name} done; {args.out} written", flush=True)
+
+    phase_done("models built")
+    with torch.no_grad():
+        report["results"] += prefill_rows(runner, sizes["prefill"], config.vocab_size, device, args.reps)
+        phase_done("prefill")
+        decode, eager_ms = decode_rows(runner, sizes["decode"], args.context, config.vocab_size, device, args.reps)
+        report["results"] += decode
+        report["eager_step_ms"] = {run: round(ms, 4) for run, ms in eager_ms.items()}
+        phase_done("decode")
+        logits = compare_logits(runner, config.vocab_size, args.steps, device)
+    report["logits"] = logits
+    report["logits_rel_error_max"] = round(max(logits["ours"]["rel_error"]), 5)
+    report["greedy_equal_steps"] = logits["ours"]["greedy_equal_steps"]
+    report["memory_gib"] = _memory(bf16, fp8, device)
+    report["complete"] = True
+    phase_done("logits")
+    return report
+
+
+def _memory(bf16: nn.Module, fp8: nn.Module, device: torch.device) -> dict[str, float] | None:
+    """GiB of the bf16 model, of what the FP8 model holds of its own, and the peak so far (CUDA)."""
+    if device.type != "cuda":
+        return None
+    shared = {t.data_ptr() for t in bf16.state_dict().values()}
+    own = sum(t.nbytes for t in fp8.state_dict().values() if t.data_ptr() not in shared)
+    memory = {"bf16_model": sum(t.nbytes for t in bf16.state_dict().values()) / 2**30, "fp8_model_own": own / 2**30}
+    memory["peak_allocated"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return {key: round(gib, 2) for key, gib in memory.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -460,13 +481,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--device cuda: no CUDA device (use --device cpu --tiny for a smoke test)")
     if args.layers < 2:
         parser.error("--layers: at least 2 (the first layer is dense, the others are MoE layers)")
-    result = run(args)
     if args.out is None:
-        name = result["device"].lower().removeprefix("nvidia ").split()[0]
+        device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+        name = device.lower().removeprefix("nvidia ").split()[0]
         args.out = GEMM_DIR / "benchmarks" / "results" / f"deepseek_v3_fp8-{name}.json"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    run(args)
 
 
 if __name__ == "__main__":
