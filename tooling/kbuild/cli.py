@@ -273,10 +273,16 @@ def _init_arguments(parser: argparse.ArgumentParser) -> None:
     help="Create a new kernel that builds and passes its tests as created.",
 )
 def cmd_init(args: argparse.Namespace) -> int:
+    from kbuild.pytest_plugin import ROOT_MARKER, kbuild_root
     from kbuild.scaffold import create_kernel
 
     path = create_kernel(Path(args.directory), backends=args.backends, license=args.license, repo_id=args.repo_id)
     say(f"created {path}; next: kbuild build {path} && kbuild test {path}")
+    if kbuild_root(path.resolve()) is None:
+        say(
+            f"note: plain `pytest {path}/tests` uses the kernel's build only inside a kbuild repository: add a "
+            f"`[tool.kbuild]` table to the {ROOT_MARKER} at your repository's root (`kbuild test` works anywhere)"
+        )
     return 0
 
 

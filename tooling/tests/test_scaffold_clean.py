@@ -53,3 +53,13 @@ def test_init_names_the_rule_a_rejected_name_breaks(tmp_path, capsys):
     assert main(["init", str(tmp_path / ("x" + "y" * 59)), "--backends", "cpu", "cuda"]) == 2
     assert "use a name of at most 59 characters" in capsys.readouterr().err
     assert main(["init", str(tmp_path / "ab")]) == 0
+
+
+def test_init_says_how_plain_pytest_finds_the_kernel_outside_a_kbuild_repository(tmp_path, capsys):
+    """kbuild's pytest plugin acts only under a [tool.kbuild] root: a kernel made elsewhere is told so."""
+    assert main(["init", str(tmp_path / "elsewhere" / "my-op"), "--backends", "cpu"]) == 0
+    assert "add a `[tool.kbuild]` table to the pyproject.toml" in capsys.readouterr().out
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "pyproject.toml").write_text("[tool.kbuild]\n")
+    assert main(["init", str(tmp_path / "repo" / "kernels" / "my-op"), "--backends", "cpu"]) == 0
+    assert "[tool.kbuild]" not in capsys.readouterr().out
