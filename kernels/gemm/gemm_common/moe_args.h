@@ -101,7 +101,6 @@ struct GroupedGemmArgs {
   int64_t b_scale_stride_e = 0, b_scale_stride_nb = 0, b_scale_stride_kb = 0;
   uint16_t* out = nullptr;
   int64_t out_stride_m = 0, out_stride_n = 0;
-  bool after_quantize = false;  // as GemmArgs::after_quantize
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
 };

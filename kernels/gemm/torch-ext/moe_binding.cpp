@@ -132,6 +132,18 @@ GroupedGemmArgs describe_grouped(const torch::Tensor& b, const torch::Tensor& b_
   return g;
 }
 
+// a, its scales and the optional gather of its rows (a's rows as g's rows when row_index is empty).
+void set_a(GroupedGemmArgs& g, const torch::Tensor& a, const torch::Tensor& a_scale,
+           const torch::Tensor& row_index) {
+  g.a = static_cast<const uint8_t*>(a.data_ptr());
+  g.a_stride_m = a.stride(0);
+  g.a_stride_k = a.stride(1);
+  g.a_scale = a_scale.data_ptr<float>();
+  g.a_scale_stride_m = a_scale.stride(0);
+  g.a_scale_stride_kb = a_scale.stride(1);
+  g.row_index = row_index.defined() ? row_index.data_ptr<int32_t>() : nullptr;
+}
+
 #if defined(CUDA_KERNEL)
 // Rows per expert from which, outside a CUDA graph capture, one dense GEMM per expert (the wgmma
 // tiles) beats the one-launch grouped kernel, whose weight tiles are re-read per 16 rows
@@ -158,6 +170,7 @@ bool grouped_kernel_preferred(const GroupedGemmArgs& g, cudaStream_t stream) {
 void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, const torch::Tensor& a_scale,
                  const torch::Tensor& row_index, const torch::Tensor& expert_rows) {
   const torch::Device device = a.device();
+  set_a(g, a, a_scale, row_index);
   g.a_rows = a.size(0);
   if (g.rows == 0 || g.N == 0) return;
 #if defined(CUDA_KERNEL)
@@ -174,7 +187,7 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
                 "the capture");
   }
 #endif
-  const torch::Tensor host_rows = expert_rows.to(torch::kCPU).clone();  // a copy: out may not change it
+  const torch::Tensor host_rows = expert_rows.to(torch::kCPU);
   g.expert_rows = host_rows.data_ptr<int32_t>();
   if (!g.masked) {  // the kernel clamps ranges on the device; here the offsets are read anyway: check them
     const int32_t* offsets = g.expert_rows;
@@ -185,7 +198,7 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
                 ", got ", offsets[0], "..", offsets[g.experts]);
   }
   torch::Tensor rows_a = a, rows_scale = a_scale;
-  if (row_index.defined()) {  // gather the token rows of every owned row once
+  if (row_index.defined()) {  // gather the token rows of every owned row once (out's rows from here on)
     const int64_t used = host_rows.data_ptr<int32_t>()[g.experts];
     const torch::Tensor index = row_index.narrow(0, 0, used).to(torch::kLong);
     TORCH_CHECK(used == 0 || (index.min().item<int64_t>() >= 0 && index.max().item<int64_t>() < a.size(0)),
@@ -204,17 +217,6 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
     const int64_t count = fp8gemm::expert_row_range(g, e, &first);
     if (count > 0) binding::run_dense_gemm(op, fp8gemm::expert_gemm(g, e, first, count), device);
   }
-}
-
-void set_a(GroupedGemmArgs& g, const torch::Tensor& a, const torch::Tensor& a_scale,
-           const torch::Tensor& row_index) {
-  g.a = static_cast<const uint8_t*>(a.data_ptr());
-  g.a_stride_m = a.stride(0);
-  g.a_stride_k = a.stride(1);
-  g.a_scale = a_scale.data_ptr<float>();
-  g.a_scale_stride_m = a_scale.stride(0);
-  g.a_scale_stride_kb = a_scale.stride(1);
-  g.row_index = row_index.defined() ? row_index.data_ptr<int32_t>() : nullptr;
 }
 
 // ---- combine ----
@@ -351,7 +353,6 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
                 ": a, a_scale and out must hold each expert's rows as one block (e.g. contiguous tensors)");
     g.capacity = capacity;
     g.rows = experts * capacity;
-    set_a(g, a.flatten(0, 1), a_scale.flatten(0, 1), index);
     run_grouped(op, g, a.flatten(0, 1), a_scale.flatten(0, 1), index, rows_of);
     return;
   }
@@ -372,7 +373,6 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
                 a.size(0), " and ", out.size(0));
   }
   g.rows = out.size(0);
-  set_a(g, a, a_scale, index);
   run_grouped(op, g, a, a_scale, index, rows_of);
 }
 
@@ -444,8 +444,6 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
   g1.active = r.active.data_ptr<int32_t>();
-  g1.after_quantize = true;
-  set_a(g1, xq, x_scale, r.row_token);
   run_grouped(op, g1, xq, x_scale, r.row_token, r.offsets);
 
   const auto [hq, h_scale] = gated ? quantize(h, fp8, true) : quantize(at::silu(h), fp8, false);
@@ -453,8 +451,6 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
   g2.active = r.active.data_ptr<int32_t>();
-  g2.after_quantize = true;
-  set_a(g2, hq, h_scale, torch::Tensor());
   run_grouped(op, g2, hq, h_scale, torch::Tensor(), r.offsets);
   return combine(op, y, r.slot_row, top_k_weights, x.scalar_type());
 }
