@@ -54,6 +54,7 @@ from types import ModuleType
 import kernels
 import torch
 import transformers
+from fp8_block import graph_replay  # this folder: the block example's CUDA-graph capture
 from kernels import (
     LocalLayerRepository,
     Mode,
@@ -250,22 +251,8 @@ def time_ms(fns: list[Callable[[], object]], device: torch.device, reps: int) ->
 
 
 def captured(step: Callable[[], object]) -> Callable[[], object]:
-    """step captured in a CUDA graph (after warm-up on a side stream); returns its replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = step()
-
-    def replay() -> object:
-        graph.replay()
-        return out
-
-    return replay
+    """step captured in a CUDA graph as examples/fp8_block.py captures; returns its replay."""
+    return graph_replay(lambda _: step(), torch.empty(0))
 
 
 class Runner:

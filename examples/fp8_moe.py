@@ -40,6 +40,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
+from fp8_block import graph_replay  # this folder: the block example's CUDA-graph capture
 from kernels import get_local_kernel
 
 DEFAULT_KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels" / "gemm"
@@ -216,27 +217,13 @@ class Timer:
 
 
 def captured(fn: Forward) -> Forward | None:
-    """fn captured in a CUDA graph (after warm-up on a side stream), or None where it cannot be."""
+    """fn captured in a CUDA graph as examples/fp8_block.py captures, or None where it cannot be."""
     try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = fn()
+        return graph_replay(lambda _: fn(), torch.empty(0))
     except Exception as error:  # noqa: BLE001  (a peer that cannot be captured is reported, not fatal)
         print(f"fp8_moe:   graph capture failed: {type(error).__name__}: {str(error)[:160]}", file=sys.stderr)
         torch.cuda.synchronize()
         return None
-
-    def replay() -> torch.Tensor:
-        graph.replay()
-        return out
-
-    return replay
 
 
 def compiled(module: torch.nn.Module, x, ids, weights) -> Forward:
