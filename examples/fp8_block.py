@@ -21,7 +21,15 @@ call (their order rotating), median of --reps, for 1 to 8192 tokens, in three mo
 Host time per layer: microseconds of Python and C++ per `FP8Linear` / `nn.Linear` call (the
 gate and up layer, at 1 and at 128 tokens) while the GPU is kept busy, so no call waits for it.
 
+Stack (`--stack N`, N = 8 by default): N blocks with distinct weights run back to back on one
+input, captured in one CUDA graph (8 FP8 blocks read 352 MB, more than the H200's 50 MB L2, so no
+block finds its weights cached), bf16 and FP8 stacks interleaved replay by replay; reported per
+block, beside the FP8 weight-read floor per block at the copy bandwidth measured in the same process
+(a 4 GB device-to-device copy). The blocks do not feed each other: without a model's norms and
+residuals, a chain of them shrinks its activations to zero within a few blocks.
+
     python examples/fp8_block.py --out results.json              # CUDA, DeepSeek sizes
+    python examples/fp8_block.py --stack --out stack.json        # 8 blocks in one graph
     python examples/fp8_block.py --device cpu --tiny --no-compile --out smoke.json
 
 The gemm kernel is loaded from a kernel folder with a build (default: kernels/gemm of this
@@ -56,6 +64,7 @@ from torch import nn
 DEFAULT_KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels" / "gemm"
 FULL = {"hidden": 7168, "inner": 2048, "tokens": [1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192]}
 TINY = {"hidden": 256, "inner": 128, "tokens": [1, 8]}
+STACK_TOKENS = {"full": [1, 8, 16, 32, 64, 128, 256], "tiny": [1, 8]}
 
 
 @use_kernel_forward_from_hub("FP8Linear")
@@ -102,16 +111,27 @@ class FP8GatedMLP(MLP):
     """The same block, open to a kernel for the whole block."""
 
 
+class Stack(nn.Module):
+    """Blocks run one after the other on the same input; their outputs, in order."""
+
+    def __init__(self, blocks: list[nn.Module]) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return [block(x) for block in self.blocks]
+
+
 class Blocks(NamedTuple):
     bf16: MLP
     fp8: FP8GatedMLP
     fp8_layers: MLP
 
 
-def build_blocks(hidden: int, inner: int, device: torch.device, gemm: ModuleType) -> Blocks:
+def build_blocks(hidden: int, inner: int, device: torch.device, gemm: ModuleType, seed: int = 0) -> Blocks:
     """The three blocks; bf16's weights are the FP8 blocks' dequantized, and both FP8 blocks hold
     the same FP8 layers."""
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     gate_up = nn.Linear(hidden, 2 * inner, bias=False, device=device, dtype=torch.bfloat16)
     down = nn.Linear(inner, hidden, bias=False, device=device, dtype=torch.bfloat16)
     nn.init.normal_(gate_up.weight, std=hidden**-0.5)
@@ -186,6 +206,21 @@ def graph_replay(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) ->
     return replay
 
 
+def copy_bandwidth_tbps(device: torch.device) -> float:
+    """Bytes read plus written per second of a 4 GB device-to-device copy (median of 10)."""
+    src = torch.empty(2 << 30, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(12):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * src.numel() / statistics.median(times[2:]) / 1e12
+
+
 def host_us(first: Forward, second: Forward, rounds: int = 21, calls: int = 100) -> tuple[float, float]:
     """Median host microseconds per call of each while the GPU is kept busy (a sleep kernel queued
     ahead), so no call waits for the device; rounds interleaved, order alternating."""
@@ -203,9 +238,9 @@ def host_us(first: Forward, second: Forward, rounds: int = 21, calls: int = 100)
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-def kernelized_blocks(args: argparse.Namespace, device: torch.device, gemm: ModuleType) -> Blocks:
+def kernelized_blocks(args: argparse.Namespace, device: torch.device, gemm: ModuleType, seed: int = 0) -> Blocks:
     sizes = TINY if args.tiny else FULL
-    blocks = build_blocks(sizes["hidden"], sizes["inner"], device, gemm)
+    blocks = build_blocks(sizes["hidden"], sizes["inner"], device, gemm, seed)
     mode = Mode.INFERENCE | Mode.TORCH_COMPILE if args.compile else Mode.INFERENCE
     mapping = {
         name: {device.type: LocalLayerRepository(repo_path=args.kernel_dir, layer_name=name)}
@@ -301,6 +336,59 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
+def run_stack(args: argparse.Namespace) -> dict:
+    """--stack: args.stack distinct blocks chained in one forward, bf16 against the kernelized FP8
+    block, per block; CUDA graphs on CUDA, eager elsewhere."""
+    device = torch.device(args.device)
+    sizes = TINY if args.tiny else FULL
+    gemm = get_local_kernel(args.kernel_dir)
+    stacks = [kernelized_blocks(args, device, gemm, seed=block) for block in range(args.stack)]
+    bf16, fp8 = Stack([s.bf16 for s in stacks]), Stack([s.fp8 for s in stacks])
+    fp8_weight_bytes = 3 * sizes["hidden"] * sizes["inner"]  # one byte each: gate, up and down
+    copy_tbps = copy_bandwidth_tbps(device) if device.type == "cuda" else None
+    floor_us = fp8_weight_bytes / (copy_tbps * 1e12) * 1e6 if copy_tbps else None
+    if copy_tbps:
+        print(f"copy bandwidth {copy_tbps:.2f} TB/s: FP8 weight-read floor {floor_us:.2f} us per block")
+    rows = []
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for tokens in STACK_TOKENS["tiny" if args.tiny else "full"]:
+            x = torch.randn(tokens, sizes["hidden"], generator=generator).to(device, torch.bfloat16)
+            if device.type == "cuda":
+                forwards = [graph_replay(stack, x) for stack in (bf16, fp8)]
+            else:
+                forwards = [lambda stack=stack, x=x: stack(x) for stack in (bf16, fp8)]
+            error = max(map(relative_error, forwards[1](), forwards[0]()))
+            bf16_ms, fp8_ms = time_interleaved_ms(forwards, device, args.reps)
+            bf16_us, fp8_us = bf16_ms * 1e3 / args.stack, fp8_ms * 1e3 / args.stack
+            row = {"tokens": tokens, "bf16_us": round(bf16_us, 2), "fp8_us": round(fp8_us, 2)}
+            row |= {"floor_us": round(floor_us, 2) if floor_us else None, "speedup": round(bf16_us / fp8_us, 3)}
+            row |= {"fp8_over_floor": round(fp8_us / floor_us, 2) if floor_us else None}
+            row["relative_error"] = round(error, 5)
+            rows.append(row)
+            versus_floor = f"  {fp8_us / floor_us:5.2f}x floor" if floor_us else ""
+            print(
+                f"stack of {args.stack}, tokens {tokens:4d}, per block: bf16 {bf16_us:8.2f} us  fp8 {fp8_us:8.2f} us "
+                f"({bf16_us / fp8_us:4.2f}x){versus_floor}  rel. error {error:.4f}"
+            )
+    return {
+        "example": "examples/fp8_block.py --stack",
+        "stack": "N blocks with distinct weights, one after the other on one input, in one CUDA graph",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "kernels": kernels.__version__,
+        "hidden": sizes["hidden"],
+        "inner": sizes["inner"],
+        "reps": args.reps,
+        "blocks": args.stack,
+        "copy_tbps": round(copy_tbps, 3) if copy_tbps else None,
+        "fp8_weight_mb_per_block": round(fp8_weight_bytes / 1e6, 2),
+        "results": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write the results to")
@@ -314,10 +402,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--reps", type=int, default=50, help="timed calls per measurement (median)")
     parser.add_argument("--kernel-dir", type=Path, default=DEFAULT_KERNEL_DIR, help="gemm kernel folder with build/")
+    parser.add_argument(
+        "--stack",
+        type=int,
+        nargs="?",
+        const=8,
+        metavar="N",
+        help="time N distinct blocks back to back in one CUDA graph, per block (N = 8 if not given)",
+    )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device (use --device cpu --tiny --no-compile for a smoke test)")
-    result = run(args)
+    if args.stack is not None and args.stack < 1:
+        parser.error(f"--stack {args.stack}: the stack needs at least one block")
+    result = run_stack(args) if args.stack is not None else run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from fp8_block import graph_replay  # this folder: the block example's CUDA-graph capture
+from fp8_block import copy_bandwidth_tbps, graph_replay  # this folder's block example
 from kernels import get_local_kernel
 
 DEFAULT_KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels" / "gemm"
@@ -164,21 +164,6 @@ def floor_us(ids: torch.Tensor, sizes: dict, copy_tbps: float) -> float:
     weight_bytes = hit * 3 * sizes["hidden"] * sizes["inner"]  # FP8: one byte each, gate + up + down
     flops = 2 * ids.numel() * 3 * sizes["hidden"] * sizes["inner"]
     return max(weight_bytes / (copy_tbps * 1e12), flops / (FP8_TFLOPS * 1e12)) * 1e6
-
-
-def copy_bandwidth_tbps(device: torch.device) -> float:
-    """Bytes read plus written per second of a 4 GB device-to-device copy (median of 10)."""
-    src = torch.empty(2 << 30, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    times = []
-    for _ in range(12):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return 2 * src.numel() / statistics.median(times[2:]) / 1e12
 
 
 class Timer:

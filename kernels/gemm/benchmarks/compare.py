@@ -17,6 +17,11 @@ last .md of results/ by name: the prefill suite's).
         python kernels/gemm/benchmarks/compare.py --out kernels/gemm/benchmarks/results
 
 `--device cpu --quick` runs tiny shapes on the CPU (a smoke test of this script).
+
+`--versus-deepgemm DIR` times `gemm_nt` against DeepGEMM's `fp8_gemm_nt` (a build of
+kernels-community/deep-gemm in DIR, e.g. made with `kbuild build`) on both suites' 58 shapes, same
+operands and protocol, each shape timed in both orders (ours first, then DeepGEMM first) and the two
+medians averaged; writes deepgemm-<device>.json into --out.
 """
 
 import argparse
@@ -90,7 +95,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--calls", type=int, default=30, help="timed calls per measurement")
     p.add_argument("--suites", type=int, default=2, help="times the whole suite is run")
     p.add_argument("--suite", default="prefill", choices=["prefill", "decode", "all"], help="which shapes")
+    p.add_argument("--versus-deepgemm", type=Path, metavar="DIR", help="a deep-gemm kernel folder with build/")
     args = p.parse_args()
+    if args.versus_deepgemm and args.device != "cuda":
+        p.error("--versus-deepgemm: DeepGEMM runs on CUDA (Hopper) only")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device here (use --device cpu --quick)")
     if args.quick:
@@ -470,6 +478,66 @@ def write_results(results: dict, out: Path) -> None:
     print(f"wrote {stem}.json, .md" + (", .png" if plotted else " (no matplotlib: no plot)"))
 
 
+def versus_deepgemm(kernel, deepgemm_dir: Path, args: argparse.Namespace, timer: Timer) -> dict:
+    """Per shape, gemm_nt and DeepGEMM's fp8_gemm_nt on the same operands (scales made positive),
+    each timed in both orders; the two medians of each averaged."""
+    from kernels import get_local_kernel
+
+    deepgemm = get_local_kernel(deepgemm_dir)
+    device = torch.device("cuda")
+    rows = []
+    for suite, shapes in (("prefill", RANKED_SHAPES), ("decode", DECODE_SHAPES)):
+        for M, N, K in shapes:
+            p = make_problem(M, N, K, device)
+            p["a_scale"], p["b_scale"] = p["a_scale"].abs() + 0.01, p["b_scale"].abs() + 0.01
+            a_scale_tma = deepgemm.get_mn_major_tma_aligned_tensor(p["a_scale"].contiguous())
+            theirs = torch.empty_like(p["out"])
+            calls = {
+                "ours": lambda p=p: kernel.gemm_nt(p["a"], p["b"], p["a_scale"], p["b_scale"], p["out"]),
+                "deepgemm": lambda p=p, s=a_scale_tma, d=theirs: deepgemm.fp8_gemm_nt(
+                    (p["a"], s), (p["b"], p["b_scale"]), d
+                ),
+            }
+            for call in calls.values():
+                call()
+            difference = ((p["out"].float() - theirs.float()).norm() / theirs.float().norm()).item()
+            us: dict[str, list[float]] = {"ours": [], "deepgemm": []}
+            for order in (("ours", "deepgemm"), ("deepgemm", "ours")):
+                for name in order:
+                    us[name].append(timer.median_us(calls[name]))
+            ours_us, deepgemm_us = statistics.mean(us["ours"]), statistics.mean(us["deepgemm"])
+            rows.append(
+                {
+                    "suite": suite,
+                    "M": M,
+                    "N": N,
+                    "K": K,
+                    "ours_us": round(ours_us, 2),
+                    "deepgemm_us": round(deepgemm_us, 2),
+                }
+                | {"rel_diff": round(difference, 5)}
+            )
+            print(f"{suite} {M:5d}x{N:5d}x{K:5d}: ours {ours_us:7.2f} us  DeepGEMM {deepgemm_us:7.2f} us", flush=True)
+    summary = {}
+    for suite in ("prefill", "decode"):
+        suite_rows = [row for row in rows if row["suite"] == suite]
+        slower = [row for row in suite_rows if row["ours_us"] > 1.02 * row["deepgemm_us"]]
+        summary[suite] = {
+            "geomean_ours_us": round(geomean([row["ours_us"] for row in suite_rows]), 2),
+            "geomean_deepgemm_us": round(geomean([row["deepgemm_us"] for row in suite_rows]), 2),
+            "shapes": len(suite_rows),
+            "ours_slower_by_over_2_percent": len(slower),
+        }
+        print(f"{suite}: {summary[suite]}")
+    return {
+        "command": " ".join(sys.argv),
+        "machine": machine_info(device),
+        "protocol": f"{args.warmup} warm-up calls, median of {args.calls} after a 256 MB flush, both orders averaged",
+        "summary": summary,
+        "rows": rows,
+    }
+
+
 def main() -> int:
     args = parse_args()
     from kernels import get_kernel
@@ -479,6 +547,15 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     timer = Timer(device, args.warmup, args.calls)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.versus_deepgemm:
+        results = versus_deepgemm(kernel, args.versus_deepgemm, args, timer)
+        device_name = re.sub(r"[^a-z0-9]+", "-", results["machine"]["device"].lower().removeprefix("nvidia ")).strip(
+            "-"
+        )
+        path = args.out / f"deepgemm-{device_name}.json"
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {path}")
+        return 0
     # Decode first: with --suite all the prefill files, written last, sort last by name too.
     for suite in [s for s in ("decode", "prefill") if args.suite in (s, "all")]:
         write_results(run_suite(kernel, suite, args, device, timer), args.out)

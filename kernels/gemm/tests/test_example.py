@@ -35,6 +35,28 @@ def test_kernelize_example_runs_on_cpu(tmp_path):
         assert eager["relative_error"] < 0.1
 
 
+@pytest.mark.kernels_ci
+def test_stack_example_runs_on_cpu(tmp_path):
+    """--stack 3 on the CPU: three distinct blocks on one input, times per block, no floor (no copy
+    bandwidth measured off CUDA)."""
+    out = tmp_path / "stack.json"
+    command = [sys.executable, str(EXAMPLE), "--device", "cpu", "--tiny", "--no-compile", "--reps", "2", "--stack", "3"]
+    subprocess.run([*command, "--out", str(out), "--kernel-dir", str(kernel_dir())], check=True, timeout=300)
+    result = json.loads(out.read_text())
+    assert (result["blocks"], result["copy_tbps"], result["hidden"]) == (3, None, 256)
+    assert [row["tokens"] for row in result["results"]] == [1, 8]
+    for row in result["results"]:
+        assert row["bf16_us"] > 0 and row["fp8_us"] > 0 and row["floor_us"] is None
+        assert row["speedup"] == pytest.approx(row["bf16_us"] / row["fp8_us"], rel=1e-2)
+        assert row["relative_error"] < 0.1  # the worst block's, ~4% expected (three e4m3 roundings)
+
+
+def test_stack_needs_a_block(tmp_path):
+    command = [sys.executable, str(EXAMPLE), "--device", "cpu", "--stack", "0", "--out", str(tmp_path / "x.json")]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 2 and "--stack 0: the stack needs at least one block" in run.stderr
+
+
 MOE_EXAMPLE = EXAMPLE.with_name("fp8_moe.py")
 
 
