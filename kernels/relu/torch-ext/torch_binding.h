@@ -1,6 +1,6 @@
 #pragma once
 
-#include <torch/all.h>
+#include <ATen/core/Tensor.h>
 
 // out = max(x, 0), elementwise; out and x are contiguous and of the same shape and dtype.
-void relu(torch::Tensor& out, const torch::Tensor& x);
+void relu(at::Tensor& out, const at::Tensor& x);
