@@ -18,7 +18,7 @@ struct TileShape {
 
 struct RankedConfig {
   int64_t m, n, k;
-  int tile_id;
+  int block_m, block_n;
   int split_k;
 };
 
@@ -27,27 +27,31 @@ struct GemmConfig {
   int split_k;
 };
 
-#define ROCM_CONSTANT(name, value) constexpr int name = value;
+// Each include of the table below keeps the entries of one kind; the others expand to nothing.
+#define ROCM_CONSTANT(name, value)
 #define ROCM_TILE(id, block_m, block_n)
-#define ROCM_RANKED(m, n, k, tile_id, split_k)
+#define ROCM_RANKED(m, n, k, block_m, block_n, split_k)
+
+#undef ROCM_CONSTANT
+#define ROCM_CONSTANT(name, value) constexpr int name = value;
 #include "gemm_rocm/tile_configs.def"
 #undef ROCM_CONSTANT
-#undef ROCM_TILE
-#undef ROCM_RANKED
-
 #define ROCM_CONSTANT(name, value)
+
+#undef ROCM_TILE
 #define ROCM_TILE(id, block_m, block_n) TileShape{id, block_m, block_n},
-#define ROCM_RANKED(m, n, k, tile_id, split_k)
 constexpr TileShape kTileShapes[] = {
 #include "gemm_rocm/tile_configs.def"
 };
 #undef ROCM_TILE
 #define ROCM_TILE(id, block_m, block_n)
+
 #undef ROCM_RANKED
-#define ROCM_RANKED(m, n, k, tile_id, split_k) RankedConfig{m, n, k, tile_id, split_k},
+#define ROCM_RANKED(m, n, k, block_m, block_n, split_k) RankedConfig{m, n, k, block_m, block_n, split_k},
 constexpr RankedConfig kRankedConfigs[] = {
 #include "gemm_rocm/tile_configs.def"
 };
+
 #undef ROCM_CONSTANT
 #undef ROCM_TILE
 #undef ROCM_RANKED
@@ -62,9 +66,16 @@ constexpr bool tile_ids_are_indices() {
 }
 static_assert(tile_ids_are_indices(), "tile_configs.def: ROCM_TILE ids must be 0, 1, 2, ...");
 
+// The id of the block_m x block_n tile, or -1.
+constexpr int tile_id_of(int block_m, int block_n) {
+  for (const TileShape& tile : kTileShapes)
+    if (tile.block_m == block_m && tile.block_n == block_n) return tile.id;
+  return -1;
+}
+
 constexpr bool ranked_configs_valid() {
   for (const RankedConfig& ranked : kRankedConfigs) {
-    if (ranked.tile_id < 0 || ranked.tile_id >= kNumTileShapes) return false;
+    if (tile_id_of(ranked.block_m, ranked.block_n) < 0) return false;
     if (ranked.split_k < 1 || ranked.split_k > ceil_div(ranked.k, kKBlock)) return false;
   }
   return true;
@@ -83,7 +94,8 @@ constexpr int64_t tile_count(const TileShape& tile, int64_t m, int64_t n) {
 // busy, keeping at least kMinKBlocksPerSplit scale blocks per split.
 constexpr GemmConfig select_config(int64_t m, int64_t n, int64_t k) {
   for (const RankedConfig& ranked : kRankedConfigs)
-    if (ranked.m == m && ranked.n == n && ranked.k == k) return {ranked.tile_id, ranked.split_k};
+    if (ranked.m == m && ranked.n == n && ranked.k == k)
+      return {tile_id_of(ranked.block_m, ranked.block_n), ranked.split_k};
   int tile_id = kNumTileShapes - 1;
   for (int i = 0; i < kNumTileShapes; ++i) {
     if (tile_count(kTileShapes[i], m, n) >= kNumComputeUnits) {

@@ -1,6 +1,7 @@
 #pragma once
-// Tile configurations as data: the candidates, a cost model that ranks them for any
-// shape, and the measured best for the ranked DeepSeek shapes (DESIGN.md).
+// The Hopper path's choice of tile configuration: the tables of tile_configs.def (the
+// candidates, the measured best for the ranked DeepSeek shapes and for small M) and a cost model
+// that ranks the candidates for any other shape (DESIGN.md, "Cost model").
 #include <cstdint>
 
 #include "gemm_sm90/sm90_gemm.h"
@@ -10,66 +11,65 @@
 
 namespace fp8gemm::sm90 {
 
-// clang-format off: the tables below are laid out by hand, one row per group of entries
-constexpr TileConfig kCandidates[] = {
-    {128, 256, 1}, {192, 128, 1}, {128, 128, 1}, {64, 256, 1}, {128, 64, 1}, {64, 128, 1},
-    {128, 256, 2}, {192, 128, 2}, {128, 128, 2}, {64, 256, 2}, {128, 64, 2}, {64, 128, 2},
-    {128, 128, 3}, {64, 256, 3},  {128, 64, 3}, {64, 128, 3},
-    {128, 128, 4}, {64, 256, 4},  {128, 64, 4}, {64, 128, 4},
-    // widths that divide N = 576 / 1536 / 4608 into whole waves (DESIGN.md run 16)
-    {192, 144, 1}, {128, 192, 1}, {128, 144, 1}, {128, 96, 1}, {64, 192, 1},
-    {128, 192, 2}, {128, 144, 2}, {64, 192, 2}, {128, 192, 3}, {128, 144, 3},
-    {128, 192, 4}, {128, 144, 4},
-    // 72-wide warpgroup rows: N = 576 in 4 or 8 tiles (DESIGN.md run 31)
-    {64, 144, 1}, {64, 144, 2}, {128, 72, 1}, {128, 72, 2},
-};
-
-// The best configuration for each of the 18 ranked shapes on one H100 SXM: the mean of two
-// sweeps of all candidates in compare.py's scale layout (DESIGN.md runs 19, 24, 27, 32 and 38;
-// the sweeps' CSVs are in git history). Each re-sweep changed only the
-// shapes where another configuration won by more than 1% in every round. Used on GPUs with
-// that many SMs.
-constexpr int kTunedSms = 132;
+// The tables of gemm_sm90/tile_configs.def (which says where their numbers come from): the
+// candidates the cost model ranks, in order, and the measured best configurations of the ranked
+// shapes and of small M on the DeepSeek-V3 (N, K), used on GPUs with kTunedSms SMs.
 struct TunedShape {
   int64_t M, N, K;
   TileConfig config;
 };
-constexpr TunedShape kTuned[] = {
-    {1024, 1536, 7168, {128, 96, 1}},  {1024, 3072, 1536, {128, 192, 1}}, {1024, 576, 7168, {64, 144, 2}},
-    {1024, 7168, 256, {128, 128, 1}},  {1024, 7168, 2048, {128, 128, 1}}, {1024, 4608, 7168, {128, 144, 1}},
-    {1024, 7168, 2304, {128, 128, 1}}, {1024, 512, 7168, {64, 128, 2}},   {1024, 4096, 512, {64, 256, 1}},
-    {6144, 1536, 7168, {192, 128, 1}}, {6144, 3072, 1536, {192, 128, 1}}, {6144, 576, 7168, {192, 144, 1}},
-    {6144, 7168, 256, {128, 192, 1}},  {6144, 7168, 2048, {192, 128, 1}}, {6144, 4608, 7168, {192, 128, 1}},
-    {6144, 7168, 2304, {192, 128, 1}}, {6144, 512, 7168, {192, 128, 1}},  {6144, 4096, 512, {192, 128, 1}},
-};
-
-// Small M (9 to 128 tokens, where the decode kernel declines) on the DeepSeek-V3 (N, K) where the
-// cost model's choice lost to another configuration in a sweep of every candidate and the
-// narrow small-M tiles (64x64, 64x32) at M = 16-128 on one H100 SXM, and compare.py confirmed
-// it (DECODE.md round 4); the expert MLP's two were confirmed by its block's timeline instead. The cost model does not rank the narrow tiles: they are used from this
-// table only. M = 9-15 was not measured; it takes the entry of M = 16.
 struct TunedSmallM {
   int64_t N, K, min_m, max_m;
   TileConfig config;
 };
-constexpr TunedSmallM kTunedSmallM[] = {
-    {4608, 7168, 65, 128, {128, 72, 2}}, {1536, 7168, 9, 128, {64, 64, 2}}, {576, 7168, 9, 64, {64, 32, 4}},
-    {576, 7168, 65, 128, {64, 32, 2}},   {3072, 1536, 9, 128, {64, 64, 1}}, {4096, 512, 9, 128, {64, 64, 1}},
-    // the expert MLP's gate and up projection (2 x 2048) and its down projection (DESIGN.md, "The FP8
-    // linear layer")
-    {4096, 7168, 9, 64, {64, 64, 2}},    {7168, 2048, 9, 16, {64, 128, 2}}, {7168, 2048, 33, 64, {64, 64, 1}},
+// Each include of the table below keeps the entries of one kind; the others expand to nothing.
+#define SM90_TILE(block_m, block_n, kblock_us)
+#define SM90_CANDIDATE(block_m, block_n, split)
+#define SM90_CONSTANT(name, value)
+#define SM90_RANKED(m, n, k, block_m, block_n, split)
+#define SM90_SMALL_M(n, k, min_m, max_m, block_m, block_n, split)
+
+#undef SM90_CONSTANT
+#define SM90_CONSTANT(name, value) constexpr int name = value;
+#include "gemm_sm90/tile_configs.def"
+#undef SM90_CONSTANT
+#define SM90_CONSTANT(name, value)
+
+#undef SM90_CANDIDATE
+#define SM90_CANDIDATE(block_m, block_n, split) TileConfig{block_m, block_n, split},
+constexpr TileConfig kCandidates[] = {
+#include "gemm_sm90/tile_configs.def"
 };
-// clang-format on
+#undef SM90_CANDIDATE
+#define SM90_CANDIDATE(block_m, block_n, split)
+
+#undef SM90_RANKED
+#define SM90_RANKED(m, n, k, block_m, block_n, split) TunedShape{m, n, k, {block_m, block_n, split}},
+constexpr TunedShape kTuned[] = {
+#include "gemm_sm90/tile_configs.def"
+};
+#undef SM90_RANKED
+#define SM90_RANKED(m, n, k, block_m, block_n, split)
+
+#undef SM90_SMALL_M
+#define SM90_SMALL_M(n, k, min_m, max_m, block_m, block_n, split) \
+  TunedSmallM{n, k, min_m, max_m, {block_m, block_n, split}},
+constexpr TunedSmallM kTunedSmallM[] = {
+#include "gemm_sm90/tile_configs.def"
+};
+
+#undef SM90_TILE
+#undef SM90_CANDIDATE
+#undef SM90_CONSTANT
+#undef SM90_RANKED
+#undef SM90_SMALL_M
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
-// blocks at the per-CTA rate measured with every SM busy (6144x4608x7168 in compare.py's
-// scale layout, run 27 sweep, after 2 us per tile; the tiles whose B scales straddle and
-// 64x192 from run 32's sweeps, scaled by 0.98 to run 27's machine; 64x144 raised from 0.28
-// to 0.30 by run 32's replay of the choice on 51 other shapes), plus a fixed cost per tile
-// (pipeline fill, epilogue) and per CTA a split adds (cluster reduction). The two fixed costs were fitted to
-// run 27's timings of every candidate on 46 shapes (DESIGN.md run 27g); the cost of a split whose partials
-// are pushed is the median over such splits in run 38's sweep.
-// (The rates are kTileShapes' kblock_us, sm90_tiles.h.)
+// blocks at the per-CTA rate measured with every SM busy (kTileShapes' kblock_us, from
+// tile_configs.def), plus a fixed cost per tile (pipeline fill, epilogue) and per CTA a split
+// adds (cluster reduction). The two fixed costs were fitted to the timings of every candidate
+// on 46 shapes; the cost of a split whose partials are pushed is the median over such splits in
+// a sweep of them.
 inline double kblock_us(const TileConfig& c) {
   const TileDims* tile = find_tile(c.block_m, c.block_n);
   return tile != nullptr ? tile->kblock_us : 0.0;
@@ -78,11 +78,11 @@ inline double kblock_us(const TileConfig& c) {
 struct CostModel {
   double tile_overhead_us = 3.0;
   double split_overhead_us = 6.0;         // per CTA beyond the first of a split tile
-  double pushed_split_overhead_us = 4.0;  // the same, for splits of 2 that push partials (run 38)
+  double pushed_split_overhead_us = 4.0;  // the same, for splits of 2 that push partials
 };
 
-// Every configuration the tables and the cost model can pick has kernels: a shape missing from
-// tile_shapes.def would otherwise be rated free and then refused at launch.
+// Every configuration the tables and the cost model can pick has kernels: a shape without an
+// SM90_TILE entry would otherwise be rated free and then refused at launch.
 constexpr bool tables_have_kernels() {
   for (const TileConfig& c : kCandidates)
     if (find_tile(c.block_m, c.block_n) == nullptr) return false;
@@ -93,7 +93,7 @@ constexpr bool tables_have_kernels() {
   return true;
 }
 static_assert(tables_have_kernels(),
-              "a tile of kCandidates, kTuned or kTunedSmallM is not in tile_shapes.def");
+              "tile_configs.def: a candidate, ranked or small-M configuration has no SM90_TILE entry");
 
 inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
                           const int (&clusters)[kMaxSplit + 1], const CostModel& cm = CostModel{}) {
@@ -112,7 +112,7 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
 // the MMAs, without a copy, only where that was measured faster than copying it K-major: the
 // transposition slows the main loop (by about 12% on 6144x4608x7168) and saves the copy of A,
 // which weighs more the narrower N. Faster on the five ranked shapes with N <= 1536 and
-// M >= 1.5 N, slower on the other 13 (DESIGN.md run 34).
+// M >= 1.5 N, slower on the other 13.
 inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
 
 inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1]) {

@@ -38,8 +38,7 @@ struct KernelParams {
 // How a BM x BN tile is laid on the consumer warpgroups (TileShape below explains why); the
 // host's cost model asks too.
 // One producer warpgroup and 2 consumer warpgroups; 3 for BM = 192 (one per 64 rows) and for
-// 64x192 (one per 64 columns): three keep the tensor pipe busier than two (DESIGN.md runs
-// 31d and 32).
+// 64x192 (one per 64 columns): three keep the tensor pipe busier than two.
 __host__ __device__ constexpr int consumer_wgs(int bm, int bn) {
   return bm == 192 || (bm == 64 && bn == 192) ? 3 : 2;
 }
@@ -48,15 +47,15 @@ __host__ __device__ constexpr int wg_cols(int bm, int bn) { return bn / (consume
 // A warpgroup's columns are done in chunks (one wgmma width each): each chunk's MMAs are
 // promoted before the next chunk's, so only one chunk-sized scratch accumulator is live next
 // to the full tile accumulator. A whole warpgroup row is one chunk up to 128 columns (192 with
-// two consumer warpgroups, which have the registers; DESIGN.md run 27), else two halves.
+// two consumer warpgroups, which have the registers), else two halves.
 __host__ __device__ constexpr int chunk_cols(int bm, int bn) {
   const int wn = wg_cols(bm, bn);
   return wn <= 128 || (wn <= 192 && consumer_wgs(bm, bn) == 2) ? wn : wn / 2;
 }
 // Split-K over 2 CTAs, for two one-chunk consumer warpgroups: each CTA finishes the tile region
 // of one warpgroup, and its other warpgroup hands its partial to the peer CTA, straight into
-// the peer's output staging buffer, which holds exactly one warpgroup's fp32 accumulator
-// (DESIGN.md run 38). Other splits sum the CTAs' partial tiles through distributed shared
+// the peer's output staging buffer, which holds exactly one warpgroup's fp32 accumulator: no
+// cluster barrier per tile. Other splits sum the CTAs' partial tiles through distributed shared
 // memory between two cluster barriers.
 __host__ __device__ constexpr bool pushes_split_partials(int bm, int bn, int split) {
   return split == 2 && consumer_wgs(bm, bn) == 2 && chunk_cols(bm, bn) == wg_cols(bm, bn);
@@ -82,10 +81,10 @@ struct TileShape {
   static constexpr int kChunkN = chunk_cols(BM, BN);
   static constexpr int kChunks = kWN / kChunkN;
   // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
-  // tiles and to hurt the two-chunk ones (DESIGN.md run 19).
+  // tiles and to hurt the two-chunk ones.
   static constexpr bool kTakeTurns = kConsumerWGs > 1 && kChunks == 1;
   // One-chunk tiles whose registers hold a second scratch accumulator overlap a block's
-  // promotion with the next block's MMAs (DESIGN.md run 27).
+  // promotion with the next block's MMAs.
   static constexpr bool kOverlap = kChunks == 1 && kConsumerWGs == 2 && kWN <= 128;
   // B scales come per 128 columns. Chunks that do not divide 128 may straddle a boundary;
   // then a warpgroup's kWN columns (which start at multiples of gcd(BN, kWN, 128)) span at
@@ -110,8 +109,7 @@ struct TileShape {
   // Crossing classes: a warpgroup's first column lies at a multiple of kColStep in its B scale
   // block. Positions where every chunk crosses into the next block at the same fragment group
   // (first_hi_group: the chunk's groups before the boundary) form one class; the K loop is
-  // compiled once per class, so that no group selects its scales at run time (DESIGN.md
-  // run 32).
+  // compiled once per class, so that no group selects its scales at run time.
   static constexpr int kColStep = gcd3(BN, kWN, 128);
   __host__ __device__ static constexpr int first_hi_group(int col_in_block, int c) {
     const int h = (128 - col_in_block - c * kChunkN) / 8;
@@ -139,7 +137,7 @@ struct TileShape {
   static constexpr int kStagesCap = kStageBytes <= 16384 ? 12 : 8;
   static constexpr int kStagesMax = kStagesFit < kStagesCap ? kStagesFit : kStagesCap;
   // Room for each stage's BM A scales (a_scale M-contiguous): tiles with 5 or more stages give
-  // up one for them (loaded with the operands, they never stall a consumer; NOTES run 19).
+  // up one for them (loaded with the operands, they never stall a consumer).
   static constexpr bool kScalesFitMax =
       1024 + kStagesMax * (kStageBytes + BM * 4) + kOutBytes + kBarrierBytes <= kSmemLimit;
   static constexpr int kStages = !kScalesFitMax && kStagesMax >= 5 ? kStagesMax - 1 : kStagesMax;
@@ -156,16 +154,24 @@ struct TileShape {
   static_assert(2 * kStages * 8 + 16 <= kBarrierBytes, "full, empty and xfer barriers");
 };
 
-// The Hopper tile set: every tile shape that has kernels and its cost-model rate, from the one
-// table gemm_sm90/tile_shapes.def (which says what adding a shape does).
+// The Hopper tile set: every tile shape that has kernels and its cost-model rate, the SM90_TILE
+// entries of gemm_sm90/tile_configs.def (which says what adding a shape does).
 struct TileDims {
   int block_m, block_n;
   double kblock_us;
 };
 constexpr TileDims kTileShapes[] = {
 #define SM90_TILE(block_m, block_n, kblock_us) {block_m, block_n, kblock_us},
-#include "gemm_sm90/tile_shapes.def"
+#define SM90_CANDIDATE(block_m, block_n, split)
+#define SM90_CONSTANT(name, value)
+#define SM90_RANKED(m, n, k, block_m, block_n, split)
+#define SM90_SMALL_M(n, k, min_m, max_m, block_m, block_n, split)
+#include "gemm_sm90/tile_configs.def"
 #undef SM90_TILE
+#undef SM90_CANDIDATE
+#undef SM90_CONSTANT
+#undef SM90_RANKED
+#undef SM90_SMALL_M
 };
 
 // The entry of kTileShapes for BM x BN, or nullptr.

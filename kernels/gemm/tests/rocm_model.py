@@ -3,8 +3,8 @@
 No AMD GPU is available to this project, so the ROCm kernel's arithmetic is mirrored here and
 tested on the CPU against the float64 reference. The model follows the device code step by step:
 
-- configuration: the same tile table (gemm_rocm/tile_configs.def, parsed here) and the same
-  selection rule as `select_config` in gemm_rocm/tile_configs.h (checked against the C++ by
+- configuration: the same tile table (gemm_rocm/tile_configs.def, read by tile_tables.py) and
+  the same selection rule as `select_config` in gemm_rocm/tile_configs.h (checked against the C++ by
   compiling it in test_rocm_model.py);
 - MFMA path: per split of the K scale blocks, an fp32 accumulator; per 128-K block an fp32
   `partial` built from 8 steps of v_mfma_f32_32x32x16_fp8_fp8 (16 products each), then
@@ -28,56 +28,17 @@ problem's configuration (`config_shape` below).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import torch
 from reference import SCALE_BLOCK, ceil_div
+from tile_tables import RocmTable, rocm_table
 
 MFMA_K = 16  # K per v_mfma_f32_32x32x16_fp8_fp8
 FN_AS_FNUZ_FACTOR = 0.5  # an e4m3fn code read as e4m3fnuz is worth half
 FN_AS_FNUZ_CORRECTION = 4.0  # applied to the B scale: 1 / (0.5 * 0.5)
 
-TILE_TABLE_PATH = Path(__file__).resolve().parents[1] / "gemm_rocm" / "tile_configs.def"
-_ENTRY = re.compile(r"^(ROCM_CONSTANT|ROCM_TILE|ROCM_RANKED)\(([^)]*)\)$")
 
-
-@dataclass(frozen=True)
-class TileTable:
-    constants: dict[str, int]
-    tiles: list[tuple[int, int]]  # (block_m, block_n), index = tile id
-    ranked: dict[tuple[int, int, int], tuple[int, int]]  # (m, n, k) -> (tile id, split_k)
-
-
-def load_tile_table(path: Path = TILE_TABLE_PATH) -> TileTable:
-    """Parses tile_configs.def; any line that is not a comment or an entry is an error."""
-    constants: dict[str, int] = {}
-    tiles: list[tuple[int, int]] = []
-    ranked: dict[tuple[int, int, int], tuple[int, int]] = {}
-    for number, raw in enumerate(path.read_text().splitlines(), start=1):
-        line = raw.split("//", 1)[0].strip()
-        if not line:
-            continue
-        match = _ENTRY.match(line)
-        if match is None:
-            raise ValueError(f"{path}:{number}: not a ROCM_* entry: {raw!r}")
-        kind, fields = match.group(1), [f.strip() for f in match.group(2).split(",")]
-        if kind == "ROCM_CONSTANT":
-            constants[fields[0]] = int(fields[1])
-            continue
-        values = [int(f) for f in fields]
-        if kind == "ROCM_TILE":
-            if values[0] != len(tiles):
-                raise ValueError(f"{path}:{number}: tile ids must be 0, 1, 2, ... in order")
-            tiles.append((values[1], values[2]))
-        else:
-            ranked[(values[0], values[1], values[2])] = (values[3], values[4])
-    return TileTable(constants, tiles, ranked)
-
-
-def select_config(table: TileTable, m: int, n: int, k: int) -> tuple[int, int]:
+def select_config(table: RocmTable, m: int, n: int, k: int) -> tuple[int, int]:
     """(tile id, split_k) for m, n >= 1: mirror of select_config in tile_configs.h."""
     if (m, n, k) in table.ranked:
         return table.ranked[(m, n, k)]
@@ -99,7 +60,7 @@ def select_config(table: TileTable, m: int, n: int, k: int) -> tuple[int, int]:
     return tile_id, split_k
 
 
-def effective_split_k(table: TileTable, m: int, n: int, k: int) -> int:
+def effective_split_k(table: RocmTable, m: int, n: int, k: int) -> int:
     """The split count the launcher uses: the configuration's, at most the scale blocks."""
     if m == 0 or n == 0:
         return 1
@@ -155,7 +116,7 @@ def model_gemm(
     path: str = "mfma",
     config_shape: tuple[int, int, int] | None = None,
     split_k: int | None = None,
-    table: TileTable | None = None,
+    table: RocmTable | None = None,
 ) -> np.ndarray:
     """The ROCm kernel's output (float32 values of bf16) for out = a @ b with block scales.
 
@@ -171,7 +132,7 @@ def model_gemm(
     n = b.shape[1]
     if m == 0 or n == 0:
         return np.zeros((m, n), dtype=np.float32)
-    table = table or load_tile_table()
+    table = table or rocm_table()
 
     a_vals = a.float().numpy().astype(np.float64)
     b_vals = b.float().numpy().astype(np.float64)

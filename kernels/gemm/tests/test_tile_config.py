@@ -1,5 +1,5 @@
-"""The Hopper tile set: force_tile_config (Python picks the tile, for sweeps), the tile table
-parses, and the wgmma wrappers are their generator's output."""
+"""The Hopper tile set: force_tile_config (Python picks the tile, for sweeps) and the wgmma
+wrappers are their generator's output. test_tile_tables.py checks the tables themselves."""
 
 import shutil
 import subprocess
@@ -9,29 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 from reference import make_gemm_inputs, verify
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from sweep_tiles import tile_shapes  # noqa: E402
+from tile_tables import sm90_table
 
 pytestmark = pytest.mark.kernels_ci
 
 
 def is_hopper() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-
-
-def test_tile_table_parses_into_the_shapes_the_kernels_take():
-    tiles = tile_shapes()
-    assert len(tiles) == len({(m, n) for m, n, _ in tiles}), "each shape once"
-    for block_m, block_n, kblock_us in tiles:
-        assert block_m in (64, 128, 192) and block_n % 8 == 0 and 0 < kblock_us < 2
-
-
-def test_a_bad_table_line_is_an_error(tmp_path):
-    table = tmp_path / "tile_shapes.def"
-    table.write_text("SM90_TILE(128, 128, 0.39)\nSM90_TILE(128, 128)\n")
-    with pytest.raises(ValueError, match=r"tile_shapes.def:2: expected SM90_TILE"):
-        tile_shapes(table)
 
 
 @pytest.mark.skipif(is_hopper(), reason="Hopper builds take the configuration")
@@ -47,7 +31,7 @@ def test_every_forced_tile_computes_the_product(kernel, rng):
     a tile without kernels is refused."""
     a, b, a_scale, b_scale, out = make_gemm_inputs(300, 520, 1000, torch.float8_e4m3fn, "cuda", rng)
     try:
-        for block_m, block_n, _ in tile_shapes():
+        for block_m, block_n, _ in sm90_table().tiles:
             kernel.force_tile_config((block_m, block_n, 1))
             out.fill_(float("nan"))
             kernel.gemm(a, b, a_scale, b_scale, out)

@@ -21,7 +21,7 @@ bool general_path_forced();
 
 // Makes later Hopper calls on the wgmma tiles use block_m x block_n with `split` CTAs per tile
 // (block_m 0: the tuned tables and cost model again); raises on builds without that path or
-// for a tile without kernels (gemm_sm90/tile_shapes.def).
+// for a tile without kernels (the SM90_TILE entries of gemm_sm90/tile_configs.def).
 void force_tile_config(int64_t block_m, int64_t block_n, int64_t split);
 
 // (q, scale) = quantize(x, dtype, silu_and_mul): x (M, K) bf16/fp16/fp32 -> q (M, K) FP8 row-major and
