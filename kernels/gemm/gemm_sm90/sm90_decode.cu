@@ -17,10 +17,10 @@ using decode::DecodeParams;
 constexpr const char* kNoDecodeEnv = "GEMM_FORCE_NO_DECODE";
 
 // Where the decode kernel beats the wgmma tiles, and its best configuration, measured for the
-// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DECODE.md): up to max_m tokens. Above 8 the
-// wgmma tiles win on every one of them (DECODE.md round 4). (4096, 7168), the expert MLP's gate
-// and up projection, in one-CTA clusters: the rule's two-CTA clusters took 1.3 waves (DESIGN.md,
-// "The FP8 linear layer").
+// DeepSeek-V3 (N, K) on one H100 SXM (132 SMs; DESIGN.md, "Small M"): up to max_m tokens. Above 8
+// the wgmma tiles win on every one of them. (4096, 7168), the expert MLP's gate and up
+// projection, in one-CTA clusters: the rule's two-CTA clusters took 1.3 waves (DESIGN.md, "The
+// FP8 linear layer").
 struct DecodeTuned {
   int64_t N, K, max_m;
   DecodeConfig config;
@@ -63,7 +63,7 @@ bool rows_16(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64
 template <int WR, int TN>
 Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream) {
   const int tiles_per_cta = decode::kWarps / p.k_warps;
-  // A cluster launch costs 0.7 µs or more than a plain one on the H100 (DECODE.md, round 3),
+  // A cluster launch costs 0.7 µs or more than a plain one on the H100,
   // so one-CTA "clusters" are launched plainly; the kernel then skips its cluster steps.
   cudaLaunchAttribute attrs[2];
   unsigned num_attrs = 0;

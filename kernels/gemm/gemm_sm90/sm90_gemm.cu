@@ -150,7 +150,7 @@ bool mn_tma_ready(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, 
 // (2048x7168xK, 128x128 tiles: K = 2064 103.7 us, 2080 63.4, 2176 58.5). A copy to a 128-byte
 // pitch costs a pass over the operands, and pays where the tiles read them many times over:
 // MN / (M + N) >= 512 (copied: 2048x7168x2064 -28%, 1024x1536x7184 -12%, but 64x1536x7184
-// +53%, 128x7168x2064 +49%, 256x256x1040 +23%; DESIGN.md run 39).
+// +53%, 128x7168x2064 +49%, 256x256x1040 +23%).
 bool slow_pitch(int64_t pitch) { return pitch % 32 != 0; }
 bool repitch_pays(const GemmArgs& g) { return g.M * g.N >= 512 * (g.M + g.N); }
 
@@ -326,11 +326,12 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   // Raster: the CTAs running at once share A tiles across N and B tiles across M. 192-row
   // tiles with K loops of 8 blocks or more run faster when 1536 columns of N tiles (12 of 128,
   // 10 of 144) walk M together, so that their larger A tiles are shared by fewer CTAs
-  // (DESIGN.md run 33). Other tiles: 8 M tiles walk N.
+  // (with the L2 hints below, 2-6% on 6144x1536x7168 and 6144x512x7168). Other tiles: 8 M tiles
+  // walk N.
   p.group_along_n = BM == 192 && p.num_kb >= 8;
   p.group = p.group_along_n ? std::min(p.tiles_n, std::max(1, 1536 / BN)) : std::min(p.tiles_m, 8);
   // When one group spans all of N, each A tile is read by that group alone, once: A's lines
-  // leave L2 first and B's stay (6144x512x7168 -6%, DESIGN.md run 33d).
+  // leave L2 first and B's stay (6144x512x7168 -6%).
   p.stream_a = p.group_along_n && p.group == p.tiles_n;
   p.a_scale = g.a_scale;
   p.sa_kb = g.a_scale_stride_kb;
