@@ -1,4 +1,4 @@
-"""quantize_per_token_group / quantize_per_block round trips, and Fp8Linear vs nn.Linear."""
+"""quantize_per_token_group / quantize_per_block round trips, and FP8Linear vs nn.Linear."""
 
 import pytest
 import torch
@@ -72,7 +72,7 @@ def test_quantized_operands_feed_gemm_nt(device, rng, kernel, fp8_dtype):
 def test_fp8_linear_matches_linear(device, rng, kernel, fp8_dtype, bias):
     torch.manual_seed(rng.initial_seed())
     linear = torch.nn.Linear(300, 200, bias=bias, device=device, dtype=torch.bfloat16)
-    layer = kernel.layers.Fp8Linear.from_linear(linear, fp8_dtype=fp8_dtype)
+    layer = kernel.layers.FP8Linear.from_linear(linear, fp8_dtype=fp8_dtype)
     x = torch.randn(2, 3, 300, generator=rng, device=device, dtype=torch.bfloat16)
     with torch.no_grad():
         expected = linear(x).double()
@@ -82,6 +82,18 @@ def test_fp8_linear_matches_linear(device, rng, kernel, fp8_dtype, bias):
 
 
 def test_fp8_linear_rejects_wrong_width(device, kernel):
-    layer = kernel.layers.Fp8Linear(64, 32, device=device)
+    layer = kernel.layers.FP8Linear(64, 32, device=device)
     with pytest.raises(ValueError, match=r"expected input \(\.\.\., 64\)"):
         layer(torch.randn(4, 63, device=device))
+
+
+def test_standalone_fp8_linear(device, kernel):
+    """FP8Linear built standalone (the class kernelize takes, test_kernelize.py); Fp8Linear, its
+    former name, warns and gives the same class."""
+    layers = kernel.layers
+    layer = layers.FP8Linear(256, 128, bias=False, device=device)
+    assert isinstance(layer, layers.FP8Linear) and layer.bias is None
+    assert layer.weight.shape == (128, 256) and layer.weight_scale_inv.shape == (1, 2)
+    assert "in_features=256, out_features=128, bias=False" in repr(layer)
+    with pytest.warns(DeprecationWarning, match="use layers.FP8Linear"):
+        assert layers.Fp8Linear is layers.FP8Linear

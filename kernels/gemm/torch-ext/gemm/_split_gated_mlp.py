@@ -20,8 +20,8 @@ _NAME = "FP8SplitGatedMLP"
 class FP8SplitGatedMLP(nn.Module):
     """Replaces the forward of a gated (SwiGLU) MLP block ``down_proj(silu(gate_proj(x)) *
     up_proj(x))`` whose three projections are fine-grained FP8 linear layers (the state
-    :class:`FP8Linear` reads: transformers' ``FP8Linear`` of ``FineGrainedFP8Config`` models,
-    ``Fp8Linear``).
+    :class:`FP8Linear` reads and holds; transformers' ``FP8Linear`` of ``FineGrainedFP8Config``
+    models hold it too).
 
     Forward-only: ``kernelize`` swaps it into a block decorated with
     ``use_kernel_forward_from_hub("FP8SplitGatedMLP")``, or a class you cannot decorate after

@@ -1,13 +1,16 @@
 """Layers built on the FP8 block-scaled GEMM.
 
-``FP8Linear`` is forward-only, for ``kernels.kernelize``: it runs on the state of the module
-whose ``forward`` it replaces. ``Fp8Linear`` is a standalone module with that state and the
-same ``forward``, for building a layer yourself. ``SiluAndMul`` is the activation layer of
-gated MLPs under the name activation kernels use, so ``kernelize`` can map it too.
-``FP8GatedMLP`` replaces a whole gated MLP block of FP8 linear layers: its down projection
-quantizes ``silu(gate) * up`` in one kernel, with no bfloat16 intermediate. ``FP8Experts``
-replaces the forward of transformers' FP8 experts block (a mixture of experts' routed experts).
+``FP8Linear`` is the FP8 linear layer, in both roles: ``kernels.kernelize`` swaps its ``forward``
+into the fine-grained FP8 linear layers of a model, and ``FP8Linear(in_features, out_features)``
+or ``FP8Linear.from_linear(linear)`` builds a standalone layer with that state.
+``SiluAndMul`` is the activation layer of gated MLPs under the name activation kernels use, so
+``kernelize`` can map it too. ``FP8GatedMLP`` replaces a whole gated MLP block of FP8 linear
+layers: its down projection quantizes ``silu(gate) * up`` in one kernel, with no bfloat16
+intermediate. ``FP8Experts`` replaces the forward of transformers' FP8 experts block (a mixture
+of experts' routed experts).
 """
+
+import warnings
 
 import torch
 from torch import nn
@@ -15,20 +18,77 @@ from torch import nn
 from . import SCALE_BLOCK, ceil_div, fp8_linear, quantize_per_block, silu_and_mul, silu_and_mul_fp8_linear
 from .experts import fp8_experts_forward
 
-__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP", "FP8SplitGatedMLP", "FP8Experts"]
+# Fp8Linear: FP8Linear's former name, deprecated (the module's __getattr__ below), listed so that
+# version 1's API stays whole.
+__all__ = ["FP8Linear", "Fp8Linear", "SiluAndMul", "FP8GatedMLP", "FP8SplitGatedMLP", "FP8Experts"]  # noqa: F822
 
 BLOCK_SIZE = (SCALE_BLOCK, SCALE_BLOCK)
 
 
-class FP8Linear(nn.Module):
-    """Replaces the forward of a fine-grained FP8 linear layer (DeepSeek-V3/R1 checkpoints).
+class _StandaloneFP8Linear(type):
+    """``FP8Linear``'s constructor and ``from_linear``. They live on its metaclass because
+    ``kernelize`` takes a layer class only if it has no constructor and no members beyond
+    ``nn.Module``'s, ``forward``, ``can_torch_compile`` and ``has_backward`` (its check that
+    the layer is stateless); a metaclass's methods are not members of the class."""
 
-    Forward-only (no constructor, no state of its own): ``kernelize`` swaps its ``forward``
-    into a layer decorated with ``use_kernel_forward_from_hub("FP8Linear")`` that holds
-    ``weight`` (``(out_features, in_features)`` ``float8_e4m3fn`` or ``float8_e4m3fnuz``),
-    ``weight_scale_inv`` (float32 ``(ceil(out_features/128), ceil(in_features/128))``, the
-    dequantized weight being ``weight * scale`` per 128x128 block), ``bias`` (or ``None``)
-    and ``block_size`` ``(128, 128)``; another block size raises a ``ValueError``.
+    def __call__(
+        cls,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: torch.device | None = None,
+        fp8_dtype: torch.dtype = torch.float8_e4m3fn,
+    ):
+        layer = super().__call__()
+        layer.in_features = in_features
+        layer.out_features = out_features
+        layer.block_size = BLOCK_SIZE
+        k_blocks = ceil_div(in_features, SCALE_BLOCK)
+        n_blocks = ceil_div(out_features, SCALE_BLOCK)
+        layer.register_buffer("weight", torch.zeros(out_features, in_features, dtype=fp8_dtype, device=device))
+        layer.register_buffer("weight_scale_inv", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device))
+        if bias:
+            layer.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.bfloat16, device=device))
+        else:
+            layer.register_parameter("bias", None)
+        return layer
+
+    def from_linear(cls, linear: nn.Linear, fp8_dtype: torch.dtype = torch.float8_e4m3fn):
+        """An ``FP8Linear`` holding ``linear``'s weight quantized per 128x128 block (``linear``
+        stays untouched); ``fp8_dtype`` is ``torch.float8_e4m3fn`` (CUDA) or
+        ``torch.float8_e4m3fnuz``."""
+        layer = cls(
+            linear.in_features,
+            linear.out_features,
+            bias=linear.bias is not None,
+            device=linear.weight.device,
+            fp8_dtype=fp8_dtype,
+        )
+        with torch.no_grad():
+            weight, scale = quantize_per_block(linear.weight, SCALE_BLOCK, fp8_dtype)
+            layer.weight.copy_(weight)
+            layer.weight_scale_inv.copy_(scale)
+            if linear.bias is not None:
+                layer.bias.copy_(linear.bias)
+        return layer
+
+
+class FP8Linear(nn.Module, metaclass=_StandaloneFP8Linear):
+    """The linear layer of fine-grained FP8 checkpoints (DeepSeek-V3/R1 and others quantized with
+    128x128 weight blocks).
+
+    Its state: ``weight`` (``(out_features, in_features)`` ``float8_e4m3fn`` or
+    ``float8_e4m3fnuz``), ``weight_scale_inv`` (float32 ``(ceil(out_features/128),
+    ceil(in_features/128))``, the dequantized weight being ``weight * scale`` per 128x128 block),
+    ``bias`` (or ``None``) and ``block_size`` ``(128, 128)``; another block size raises a
+    ``ValueError``.
+
+    For a model that has such layers: ``kernelize`` swaps this ``forward`` into each layer
+    decorated with ``use_kernel_forward_from_hub("FP8Linear")``, on the layer's own state. To
+    build one: ``FP8Linear(in_features, out_features, bias=True, device=None,
+    fp8_dtype=torch.float8_e4m3fn)`` (zero weight, unit scales, bfloat16 bias) or
+    ``FP8Linear.from_linear(linear, fp8_dtype=torch.float8_e4m3fn)`` (``linear``'s weight
+    quantized per 128x128 block).
 
     ``forward`` is :func:`fp8_linear`: one op that quantizes the input per token and 128
     columns to the weight's FP8 dtype, multiplies (fp32 accumulation), adds the bias before the
@@ -42,6 +102,19 @@ class FP8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_fp8_state("FP8Linear", self, x.shape, 1)
         return fp8_linear(x, self.weight, self.weight_scale_inv, self.bias)
+
+    def extra_repr(self) -> str:  # a member of nn.Module too, so kernelize accepts it
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, fp8_dtype={self.weight.dtype}"
+        )
+
+
+def __getattr__(name: str):
+    if name == "Fp8Linear":
+        warnings.warn("layers.Fp8Linear is deprecated: use layers.FP8Linear", DeprecationWarning, stacklevel=2)
+        return FP8Linear
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_fp8_state(layer: str, state: nn.Module, x_shape: torch.Size, columns_per_feature: int) -> None:
@@ -62,67 +135,6 @@ def _check_fp8_state(layer: str, state: nn.Module, x_shape: torch.Size, columns_
         raise ValueError(f"{layer}: expected input (..., {columns}), got {tuple(x_shape)}")
 
 
-class Fp8Linear(FP8Linear):
-    """A linear layer holding a block-quantized FP8 weight; ``forward`` is :class:`FP8Linear`'s.
-
-    Holds ``weight`` (``(out_features, in_features)`` FP8), ``weight_scale_inv`` (one float32
-    scale per 128x128 block), ``block_size`` ``(128, 128)`` and an optional bias, the
-    attributes of fine-grained FP8 checkpoints. Build one from a trained layer with
-    :meth:`from_linear`. For models that already have such layers, use ``kernelize`` with
-    :class:`FP8Linear` instead.
-    """
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        device: torch.device | None = None,
-        fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-    ) -> None:
-        super().__init__()
-        self.in_features = in_features
-        self.out_features = out_features
-        self.block_size = BLOCK_SIZE
-        k_blocks = ceil_div(in_features, SCALE_BLOCK)
-        n_blocks = ceil_div(out_features, SCALE_BLOCK)
-        self.register_buffer("weight", torch.zeros(out_features, in_features, dtype=fp8_dtype, device=device))
-        self.register_buffer("weight_scale_inv", torch.ones(n_blocks, k_blocks, dtype=torch.float32, device=device))
-        if bias:
-            self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.bfloat16, device=device))
-        else:
-            self.register_parameter("bias", None)
-
-    @classmethod
-    def from_linear(cls, linear: nn.Linear, fp8_dtype: torch.dtype = torch.float8_e4m3fn) -> "Fp8Linear":
-        """Returns an ``Fp8Linear`` holding ``linear``'s weight quantized per 128x128 block.
-
-        Args:
-            linear: the layer to convert (its weight stays untouched).
-            fp8_dtype: ``torch.float8_e4m3fn`` (CUDA) or ``torch.float8_e4m3fnuz``.
-        """
-        layer = cls(
-            linear.in_features,
-            linear.out_features,
-            bias=linear.bias is not None,
-            device=linear.weight.device,
-            fp8_dtype=fp8_dtype,
-        )
-        with torch.no_grad():
-            weight, scale = quantize_per_block(linear.weight, SCALE_BLOCK, fp8_dtype)
-            layer.weight.copy_(weight)
-            layer.weight_scale_inv.copy_(scale)
-            if linear.bias is not None:
-                layer.bias.copy_(linear.bias)
-        return layer
-
-    def extra_repr(self) -> str:
-        return (
-            f"in_features={self.in_features}, out_features={self.out_features}, "
-            f"bias={self.bias is not None}, fp8_dtype={self.weight.dtype}"
-        )
-
-
 class SiluAndMul(nn.Module):
     """``silu(x[..., :d]) * x[..., d:]`` in one kernel, for ``kernelize``: the layer name
     activation kernels use for the gated activation of SwiGLU MLPs. Forward-only, no state."""
@@ -137,7 +149,7 @@ class SiluAndMul(nn.Module):
 class FP8GatedMLP(nn.Module):
     """Replaces the forward of a gated (SwiGLU) MLP block, ``down_proj(silu(gate) * up)`` with
     ``gate`` and ``up`` the two halves of ``gate_up_proj(x)``, whose two projections are
-    fine-grained FP8 linear layers (the state :class:`FP8Linear` reads, e.g. ``Fp8Linear``).
+    fine-grained FP8 linear layers (the state :class:`FP8Linear` reads and holds).
 
     Forward-only: ``kernelize`` swaps it into a block decorated with
     ``use_kernel_forward_from_hub("FP8GatedMLP")`` that has ``gate_up_proj`` (in_features ->
