@@ -1,7 +1,8 @@
 """`kernels benchmark` script for the FP8 block-scaled GEMM (gemm_nt, DeepSeek-V3 shapes).
 
 Run with: kernels benchmark kernels-community/gemm
-Scales are chosen so that outputs stay near 1: the runner's check
+(`python benchmark_gemm.py [cpu|cuda]` runs the small workload once with the runner's check: a
+smoke test of this script.) Scales are chosen so that outputs stay near 1: the runner's check
 (allclose(out, reference, atol=1e-2)) then measures real bf16-level agreement.
 """
 
@@ -63,3 +64,22 @@ for _name, _shape in WORKLOADS.items():
     setattr(Fp8BlockGemmBenchmark, f"setup_{_name}", lambda self, s=_shape: _setup(self, *s))
     setattr(Fp8BlockGemmBenchmark, f"benchmark_{_name}", _run)
     setattr(Fp8BlockGemmBenchmark, f"verify_{_name}", _reference)
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from kernel_id import REPO_ID, VERSION
+    from kernels import get_kernel
+
+    bench = Fp8BlockGemmBenchmark()
+    bench.kernel = get_kernel(REPO_ID, version=VERSION)
+    bench.device = sys.argv[1] if len(sys.argv) > 1 else "cuda" if torch.cuda.is_available() else "cpu"
+    bench.setup_small()
+    bench.benchmark_small()
+    reference = bench.verify_small()
+    error = (bench.out.float() - reference.float()).abs().max().item()
+    print(f"small workload on {bench.device}: max |out - reference| = {error:.3g} (the runner allows 1e-2)")
+    sys.exit(0 if reference.dtype == bench.out.dtype and error <= 1e-2 else 1)

@@ -6,12 +6,12 @@ where the weight read is the whole cost. The decode suite also times a 1-element
 the same protocol (the launch cost), each shape's weight streaming rate net of it, and a
 sequence of the eight GEMMs per M eagerly and replayed from a CUDA graph.
 
-Protocol (benchmarks/PROTOCOL.md): >= 5 warm-up calls, then N calls each
-after zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the
-whole suite runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem
-being the UTC date and the device (plus `-decode` for the decode suite, written first), with
--2, -3, ... added where a run of the same minute already wrote there (the kernel card shows the
-last .md of results/ by name: the prefill suite's).
+Protocol (DESIGN.md, "Benchmark protocol"): >= 5 warm-up calls, then N calls each after
+zeroing a 256 MB buffer (evicts L2), CUDA events around the call only, median; the whole suite
+runs twice. Writes <stem>.json, <stem>.md and <stem>.png into --out, the stem being the UTC
+date and the device (plus `-decode` for the decode suite, written first), with -2, -3, ... added
+where a run of the same minute already wrote there (the kernel card shows the newest JSON of
+each device and suite in results/, with its PNG).
 
     LOCAL_KERNELS=kernels-community/gemm=kernels/gemm \
         python kernels/gemm/benchmarks/compare.py --out kernels/gemm/benchmarks/results

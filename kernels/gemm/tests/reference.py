@@ -1,7 +1,7 @@
 """Float64 reference, pass criterion, shapes and input generation for the FP8 GEMM.
 
 Shared by the tests and the benchmarks (which import it via sys.path). The shapes, the
-criterion and the floor model are those of benchmarks/PROTOCOL.md.
+criterion and the floor model are those of DESIGN.md's benchmark protocol.
 """
 
 import importlib.util
@@ -72,7 +72,7 @@ ODD_SHAPES = [
     (1, 300, 1000),
 ]
 
-# Pass criterion (benchmarks/PROTOCOL.md).
+# Pass criterion (DESIGN.md, "Benchmark protocol").
 MAX_RELATIVE_FROBENIUS = 2.5e-3
 ELEMENT_ATOL_OF_STD = 1e-2
 ELEMENT_RTOL = 2e-2
