@@ -1,6 +1,6 @@
 #pragma once
 // What the two binding files (torch_binding.cpp, moe_binding.cpp) share; defined in torch_binding.cpp.
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/launchers.h"
@@ -10,22 +10,22 @@ namespace binding {
 bool is_fp8(at::ScalarType t);
 
 // Whether two elements of a 2-D tensor share memory (an expanded tensor, overlapping strides).
-bool elements_share_memory(const torch::Tensor& t);
+bool elements_share_memory(const at::Tensor& t);
 
 // Whether the byte ranges of two tensors meet.
-bool overlaps(const torch::Tensor& x, const torch::Tensor& y);
+bool overlaps(const at::Tensor& x, const at::Tensor& y);
 
 // bfloat16, float16 or float32 as the launchers' InputType; raises naming op and argument otherwise.
-fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t);
+fp8gemm::InputType float_type(const char* op, const char* name, const at::Tensor& t);
 
 // Raises with the op's name and the launcher's message unless status is kOk.
 void check_status(const char* op, fp8gemm::Status status);
 
 // A described dense GEMM (inputs checked) on `device`, with the workspace its launcher asks for.
-void run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const torch::Device& device);
+void run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const at::Device& device);
 
 #if defined(ROCM_KERNEL)
-hipStream_t current_hip_stream(const torch::Device& device);
+hipStream_t current_hip_stream(const at::Device& device);
 #endif
 
 }  // namespace binding

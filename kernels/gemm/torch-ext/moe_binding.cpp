@@ -3,7 +3,7 @@
 // Descriptions: gemm_common/moe_args.h. Every input is checked here with a message that names it.
 #include "moe_binding.h"
 
-#include <torch/all.h>
+#include <ATen/ATen.h>
 
 #include <algorithm>
 
@@ -32,7 +32,7 @@ using binding::check_status;
 using binding::float_type;
 using binding::is_fp8;
 
-void check_device(const char* op, const torch::Device& device) {
+void check_device(const char* op, const at::Device& device) {
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   TORCH_CHECK(device.is_cpu() || device.is_cuda(), op, ": tensors must be on a GPU or the CPU, got ", device);
 #else
@@ -40,7 +40,7 @@ void check_device(const char* op, const torch::Device& device) {
 #endif
 }
 
-void same_device(const char* op, const torch::Tensor& first, const char* name, const torch::Tensor& t) {
+void same_device(const char* op, const at::Tensor& first, const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.device() == first.device(), op, ": all tensors must be on one device; got ", first.device(),
               " and ", name, " on ", t.device());
 }
@@ -52,15 +52,15 @@ using binding::current_hip_stream;
 // ---- routing ----
 
 struct Routing {
-  torch::Tensor offsets, row_token, slot_row, active;
+  at::Tensor offsets, row_token, slot_row, active;
 };
 
-Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
+Routing route(const char* op, const at::Tensor& ids, int64_t experts) {
   const int64_t slots = ids.size(0) * ids.size(1);
   TORCH_CHECK(slots < (int64_t(1) << 31), op, ": at most 2^31 - 1 (token, expert) pairs, got ", slots);
-  const auto i32 = torch::TensorOptions().dtype(torch::kInt).device(ids.device());
-  Routing r{torch::empty({experts + 1}, i32), torch::empty({slots}, i32), torch::empty({slots}, i32),
-            torch::empty({experts + 1}, i32)};
+  const auto i32 = at::TensorOptions().dtype(at::kInt).device(ids.device());
+  Routing r{at::empty({experts + 1}, i32), at::empty({slots}, i32), at::empty({slots}, i32),
+            at::empty({experts + 1}, i32)};
   RouteArgs args;
   args.tokens = ids.size(0);
   args.top_k = int32_t(ids.size(1));
@@ -88,8 +88,8 @@ Routing route(const char* op, const torch::Tensor& ids, int64_t experts) {
 // ---- the grouped GEMM ----
 
 // b (E, N, K) FP8 and its scales (E, ceil(N/128), ceil(K/128)); returns N.
-int64_t check_expert_weights(const char* op, const char* name, const char* scale_name, const torch::Tensor& b,
-                             const torch::Tensor& scale, int64_t experts, int64_t K) {
+int64_t check_expert_weights(const char* op, const char* name, const char* scale_name, const at::Tensor& b,
+                             const at::Tensor& scale, int64_t experts, int64_t K) {
   TORCH_CHECK(b.defined() && b.dim() == 3, op, ": ", name, " must be 3-D (experts, N, K), got ",
               b.defined() ? b.sizes() : at::IntArrayRef{});
   TORCH_CHECK(is_fp8(b.scalar_type()), op, ": ", name, " must be float8_e4m3fn or float8_e4m3fnuz, got ",
@@ -108,8 +108,8 @@ int64_t check_expert_weights(const char* op, const char* name, const char* scale
   return N;
 }
 
-GroupedGemmArgs describe_grouped(const torch::Tensor& b, const torch::Tensor& b_scale, torch::Tensor& out,
-                                 const torch::Tensor& expert_rows, bool masked) {
+GroupedGemmArgs describe_grouped(const at::Tensor& b, const at::Tensor& b_scale, at::Tensor& out,
+                                 const at::Tensor& expert_rows, bool masked) {
   GroupedGemmArgs g;
   g.experts = b.size(0);
   g.N = b.size(1);
@@ -133,8 +133,7 @@ GroupedGemmArgs describe_grouped(const torch::Tensor& b, const torch::Tensor& b_
 }
 
 // a, its scales and the optional gather of its rows (a's rows as g's rows when row_index is empty).
-void set_a(GroupedGemmArgs& g, const torch::Tensor& a, const torch::Tensor& a_scale,
-           const torch::Tensor& row_index) {
+void set_a(GroupedGemmArgs& g, const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& row_index) {
   g.a = static_cast<const uint8_t*>(a.data_ptr());
   g.a_stride_m = a.stride(0);
   g.a_stride_k = a.stride(1);
@@ -167,9 +166,9 @@ bool grouped_kernel_preferred(const GroupedGemmArgs& g, cudaStream_t stream) {
 // One launch where the Hopper path takes the problem (always inside a CUDA graph capture, and for
 // few rows per expert); otherwise one dense GEMM per expert that owns rows, after reading the
 // offsets or counts on the host (a synchronization).
-void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, const torch::Tensor& a_scale,
-                 const torch::Tensor& row_index, const torch::Tensor& expert_rows) {
-  const torch::Device device = a.device();
+void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const at::Tensor& a_scale,
+                 const at::Tensor& row_index, const at::Tensor& expert_rows) {
+  const at::Device device = a.device();
   set_a(g, a, a_scale, row_index);
   g.a_rows = a.size(0);
   if (g.rows == 0 || g.N == 0) return;
@@ -187,7 +186,7 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
                 "the capture");
   }
 #endif
-  const torch::Tensor host_rows = expert_rows.to(torch::kCPU);
+  const at::Tensor host_rows = expert_rows.to(at::kCPU);
   g.expert_rows = host_rows.data_ptr<int32_t>();
   if (!g.masked) {  // the kernel clamps ranges on the device; here the offsets are read anyway: check them
     const int32_t* offsets = g.expert_rows;
@@ -197,10 +196,10 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
     TORCH_CHECK(offsets[0] >= 0 && offsets[g.experts] <= g.rows, op, ": offsets must be within 0..", g.rows,
                 ", got ", offsets[0], "..", offsets[g.experts]);
   }
-  torch::Tensor rows_a = a, rows_scale = a_scale;
+  at::Tensor rows_a = a, rows_scale = a_scale;
   if (row_index.defined()) {  // gather the token rows of every owned row once (out's rows from here on)
     const int64_t used = host_rows.data_ptr<int32_t>()[g.experts];
-    const torch::Tensor index = row_index.narrow(0, 0, used).to(torch::kLong);
+    const at::Tensor index = row_index.narrow(0, 0, used).to(at::kLong);
     TORCH_CHECK(used == 0 || (index.min().item<int64_t>() >= 0 && index.max().item<int64_t>() < a.size(0)),
                 op, ": row_index must hold rows of a (0..", a.size(0) - 1, ")");
     rows_a = a.index_select(0, index);
@@ -221,12 +220,11 @@ void run_grouped(const char* op, GroupedGemmArgs g, const torch::Tensor& a, cons
 
 // ---- combine ----
 
-torch::Tensor combine(const char* op, const torch::Tensor& rows, const torch::Tensor& slot_row,
-                      const torch::Tensor& weights, at::ScalarType out_dtype) {
+at::Tensor combine(const char* op, const at::Tensor& rows, const at::Tensor& slot_row,
+                   const at::Tensor& weights, at::ScalarType out_dtype) {
   const int64_t tokens = weights.size(0), top_k = weights.size(1), hidden = rows.size(1);
   const bool bf16_out = out_dtype == at::kBFloat16;
-  torch::Tensor out =
-      torch::empty({tokens, hidden}, rows.options().dtype(bf16_out ? at::kBFloat16 : at::kFloat));
+  at::Tensor out = at::empty({tokens, hidden}, rows.options().dtype(bf16_out ? at::kBFloat16 : at::kFloat));
   CombineArgs args;
   args.tokens = tokens;
   args.hidden = hidden;
@@ -256,8 +254,8 @@ torch::Tensor combine(const char* op, const torch::Tensor& rows, const torch::Te
   return bf16_out || out_dtype == at::kFloat ? out : out.to(out_dtype);
 }
 
-void check_routing_inputs(const char* op, const torch::Tensor& x, const torch::Tensor& ids,
-                          const torch::Tensor& weights) {
+void check_routing_inputs(const char* op, const at::Tensor& x, const at::Tensor& ids,
+                          const at::Tensor& weights) {
   TORCH_CHECK(ids.defined() && weights.defined(), op, ": top_k_index and top_k_weights are required");
   TORCH_CHECK(weights.dim() == 2 && ids.dim() == 2 && weights.sizes() == ids.sizes(), op,
               ": top_k_weights must have top_k_index's shape (tokens, top_k), got ", weights.sizes(), " and ",
@@ -272,7 +270,7 @@ void check_routing_inputs(const char* op, const torch::Tensor& x, const torch::T
 // top_k_index's layout and type, and the number of experts; ids outside [0, E] are refused where
 // that is free (CPU tensors): on a GPU they are treated as "no expert" like E itself, since checking
 // would wait for the device.
-void check_ids(const char* op, const torch::Tensor& ids, int64_t experts, const char* experts_name) {
+void check_ids(const char* op, const at::Tensor& ids, int64_t experts, const char* experts_name) {
   TORCH_CHECK(ids.defined() && ids.dim() == 2, op, ": top_k_index must be 2-D (tokens, top_k), got ",
               ids.defined() ? ids.sizes() : at::IntArrayRef{});
   TORCH_CHECK(ids.scalar_type() == at::kLong || ids.scalar_type() == at::kInt, op,
@@ -287,8 +285,7 @@ void check_ids(const char* op, const torch::Tensor& ids, int64_t experts, const 
 
 }  // namespace
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> moe_route(const torch::Tensor& top_k_index,
-                                                                  int64_t num_experts) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> moe_route(const at::Tensor& top_k_index, int64_t num_experts) {
   const char* op = "moe_route";
   TORCH_CHECK(top_k_index.defined(), op, ": top_k_index is an undefined tensor");
   check_device(op, top_k_index.device());
@@ -298,14 +295,14 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> moe_route(const torch::T
   return {r.offsets, r.row_token, r.slot_row};
 }
 
-void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& a_scale,
-                     const std::optional<torch::Tensor>& row_index, const torch::Tensor& b,
-                     const torch::Tensor& b_scale, const torch::Tensor& expert_rows, bool masked) {
+void grouped_gemm_nt(at::Tensor& out, const at::Tensor& a, const at::Tensor& a_scale,
+                     const std::optional<at::Tensor>& row_index, const at::Tensor& b,
+                     const at::Tensor& b_scale, const at::Tensor& expert_rows, bool masked) {
   const char* op = masked ? "grouped_gemm_nt_masked" : "grouped_gemm_nt_contiguous";
   TORCH_CHECK(out.defined() && a.defined() && a_scale.defined() && expert_rows.defined(), op,
               ": out, a, a_scale and the expert rows are required");
   check_device(op, a.device());
-  for (const auto& [name, t] : {std::pair<const char*, const torch::Tensor*>{"out", &out},
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"out", &out},
                                 {"a_scale", &a_scale},
                                 {"b", &b},
                                 {"expert_rows", &expert_rows}})
@@ -320,11 +317,11 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
                   expert_rows.size(0) == (masked ? experts : experts + 1),
               op, ": ", masked ? "masked_m (counts)" : "offsets", " must be int32 (",
               masked ? experts : experts + 1, "), got ", expert_rows.scalar_type(), " ", expert_rows.sizes());
-  const torch::Tensor rows_of = expert_rows.contiguous();
+  const at::Tensor rows_of = expert_rows.contiguous();
   TORCH_CHECK(out.scalar_type() == at::kBFloat16, op, ": out must be bfloat16, got ", out.scalar_type());
   TORCH_CHECK(!binding::elements_share_memory(out.flatten(0, out.dim() - 2)), op,
               ": out must not have elements that share memory (e.g. an expanded tensor)");
-  const std::pair<const char*, const torch::Tensor*> inputs[] = {
+  const std::pair<const char*, const at::Tensor*> inputs[] = {
       {"a", &a}, {"a_scale", &a_scale}, {"b", &b}, {"b_scale", &b_scale}, {"the expert rows", &expert_rows}};
   for (const auto& [name, t] : inputs)
     TORCH_CHECK(!binding::overlaps(out, *t), op, ": out must not overlap the memory of ", name);
@@ -332,7 +329,7 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
     TORCH_CHECK(!binding::overlaps(out, *row_index), op, ": out must not overlap the memory of row_index");
   const c10::OptionalDeviceGuard guard(a.device());
   GroupedGemmArgs g = describe_grouped(b, b_scale, out, rows_of, masked);
-  torch::Tensor index;
+  at::Tensor index;
   if (masked) {
     TORCH_CHECK(a.dim() == 3 && a.size(0) == experts, op, ": a must be (", experts, ", capacity, ", K,
                 "), got ", a.sizes());
@@ -376,8 +373,8 @@ void grouped_gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Te
   run_grouped(op, g, a, a_scale, index, rows_of);
 }
 
-torch::Tensor moe_combine(const torch::Tensor& rows, const torch::Tensor& slot_row,
-                          const torch::Tensor& top_k_weights, at::ScalarType out_dtype) {
+at::Tensor moe_combine(const at::Tensor& rows, const at::Tensor& slot_row, const at::Tensor& top_k_weights,
+                       at::ScalarType out_dtype) {
   const char* op = "moe_combine";
   TORCH_CHECK(rows.defined() && slot_row.defined() && top_k_weights.defined(), op,
               ": rows, slot_row and top_k_weights are required");
@@ -404,10 +401,9 @@ torch::Tensor moe_combine(const torch::Tensor& rows, const torch::Tensor& slot_r
   return combine(op, rows, slot_row, top_k_weights, out_dtype);
 }
 
-torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_index,
-                          const torch::Tensor& top_k_weights, const torch::Tensor& w_in,
-                          const torch::Tensor& w_in_scale, const torch::Tensor& w_out,
-                          const torch::Tensor& w_out_scale, bool gated) {
+at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const at::Tensor& top_k_weights,
+                       const at::Tensor& w_in, const at::Tensor& w_in_scale, const at::Tensor& w_out,
+                       const at::Tensor& w_out_scale, bool gated) {
   const char* op = "fp8_experts";
   TORCH_CHECK(x.defined() && x.dim() == 2, op, ": hidden_states must be 2-D (tokens, hidden), got ",
               x.defined() ? x.sizes() : at::IntArrayRef{});
@@ -434,23 +430,23 @@ torch::Tensor fp8_experts(const torch::Tensor& x, const torch::Tensor& top_k_ind
   const c10::OptionalDeviceGuard guard(x.device());
   check_ids(op, top_k_index, experts, "the number of experts (gate_up_proj.size(0))");
   const int64_t tokens = x.size(0);
-  if (tokens == 0 || top_k_index.size(1) == 0) return torch::zeros_like(x);
+  if (tokens == 0 || top_k_index.size(1) == 0) return at::zeros_like(x);
 
   const Routing r = route(op, top_k_index, experts);
   const int64_t rows = r.row_token.size(0);
   const at::ScalarType fp8 = w_in.scalar_type();
   const auto [xq, x_scale] = quantize(x, fp8, false);
-  torch::Tensor h = torch::empty({rows, n_in}, x.options().dtype(at::kBFloat16));
+  at::Tensor h = at::empty({rows, n_in}, x.options().dtype(at::kBFloat16));
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
   g1.active = r.active.data_ptr<int32_t>();
   run_grouped(op, g1, xq, x_scale, r.row_token, r.offsets);
 
   const auto [hq, h_scale] = gated ? quantize(h, fp8, true) : quantize(at::silu(h), fp8, false);
-  torch::Tensor y = torch::empty({rows, hidden}, x.options().dtype(at::kBFloat16));
+  at::Tensor y = at::empty({rows, hidden}, x.options().dtype(at::kBFloat16));
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
   g2.active = r.active.data_ptr<int32_t>();
-  run_grouped(op, g2, hq, h_scale, torch::Tensor(), r.offsets);
+  run_grouped(op, g2, hq, h_scale, at::Tensor(), r.offsets);
   return combine(op, y, r.slot_row, top_k_weights, x.scalar_type());
 }

@@ -4,7 +4,8 @@
 // current stream.
 #include "torch_binding.h"
 
-#include <torch/all.h>
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -34,7 +35,7 @@ void check_status(const char* op, fp8gemm::Status status) {
   TORCH_CHECK(status == fp8gemm::kOk, op, ": ", status);
 }
 
-fp8gemm::InputType float_type(const char* op, const char* name, const torch::Tensor& t) {
+fp8gemm::InputType float_type(const char* op, const char* name, const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kBFloat16:
       return fp8gemm::InputType::BF16;
@@ -48,14 +49,14 @@ fp8gemm::InputType float_type(const char* op, const char* name, const torch::Ten
 }
 
 #if defined(ROCM_KERNEL)
-hipStream_t current_hip_stream(const torch::Device& device) {
+hipStream_t current_hip_stream(const at::Device& device) {
   const c10::impl::VirtualGuardImpl device_impl(device.type());
   return static_cast<hipStream_t>(device_impl.getStream(device).native_handle());
 }
 #endif
 
 // [first byte, one past the last byte] that a tensor's elements can touch.
-std::pair<uintptr_t, uintptr_t> byte_span(const torch::Tensor& t) {
+std::pair<uintptr_t, uintptr_t> byte_span(const at::Tensor& t) {
   const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
   int64_t last = 0;
   for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
@@ -68,7 +69,7 @@ std::pair<uintptr_t, uintptr_t> byte_span(const torch::Tensor& t) {
 // i * s0 + j * s1 (strides >= 0), so two distinct elements meet when d0 * s0 == d1 * s1 for some
 // 0 < |d0| < n0, |d1| < n1. With both strides positive the smallest solution is
 // d0 = s1 / g, d1 = s0 / g (g = gcd(s0, s1)), so they meet exactly when that fits the sizes.
-bool elements_share_memory(const torch::Tensor& t) {
+bool elements_share_memory(const at::Tensor& t) {
   const at::MemOverlap answer = at::has_internal_overlap(t);
   if (answer != at::MemOverlap::TooHard) return answer == at::MemOverlap::Yes;
   const int64_t n0 = t.size(0), n1 = t.size(1), s0 = t.stride(0), s1 = t.stride(1);
@@ -80,7 +81,7 @@ bool elements_share_memory(const torch::Tensor& t) {
 
 // Whether the byte ranges of two tensors meet (a superset of sharing an element: two tensors
 // interleaved in one buffer without a common element are also refused).
-bool overlaps(const torch::Tensor& x, const torch::Tensor& y) {
+bool overlaps(const at::Tensor& x, const at::Tensor& y) {
   if (x.numel() == 0 || y.numel() == 0) return false;
   const auto [x0, x1] = byte_span(x);
   const auto [y0, y1] = byte_span(y);
@@ -109,10 +110,10 @@ struct Layout {
 };
 constexpr Layout kGemm{"gemm", false}, kGemmNt{"gemm_nt", true};
 
-void check_inputs(const Layout& l, const torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-                  const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+void check_inputs(const Layout& l, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                  const at::Tensor& a_scale, const at::Tensor& b_scale) {
   const char* op = l.op;
-  const std::pair<const char*, const torch::Tensor*> all[] = {
+  const std::pair<const char*, const at::Tensor*> all[] = {
       {"out", &out}, {"a", &a}, {"b", &b}, {"a_scale", &a_scale}, {"b_scale", &b_scale}};
   for (const auto& [name, t] : all) {
     TORCH_CHECK(t->defined(), op, ": ", name, " is an undefined tensor");
@@ -171,8 +172,8 @@ fp8gemm::Fp8Format format_of(at::ScalarType dtype) {
 }
 
 // B, its scales and out of a GEMM with M rows and K columns of A (whose fields the caller sets).
-GemmArgs describe_b_and_out(const Layout& l, int64_t M, int64_t K, torch::Tensor& out, const torch::Tensor& b,
-                            const torch::Tensor& b_scale) {
+GemmArgs describe_b_and_out(const Layout& l, int64_t M, int64_t K, at::Tensor& out, const at::Tensor& b,
+                            const at::Tensor& b_scale) {
   // The dimension of the given tensor that holds dimension d of gemm's layout.
   auto nt_dim = [&](int d) { return l.nt ? 1 - d : d; };
   GemmArgs args;
@@ -192,8 +193,8 @@ GemmArgs describe_b_and_out(const Layout& l, int64_t M, int64_t K, torch::Tensor
   return args;
 }
 
-GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-                  const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+GemmArgs describe(const Layout& l, at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                  const at::Tensor& a_scale, const at::Tensor& b_scale) {
   GemmArgs args = describe_b_and_out(l, a.size(0), a.size(1), out, b, b_scale);
   const int scale_kb_dim = l.nt ? 1 : 0;
   args.a = static_cast<const uint8_t*>(a.data_ptr());
@@ -208,16 +209,16 @@ GemmArgs describe(const Layout& l, torch::Tensor& out, const torch::Tensor& a, c
 // Device memory the launcher asks for, from torch's caching allocator; none (an undefined
 // tensor, nullptr) when it asks for 0 bytes, as it does on most calls: an empty allocation
 // costs a microsecond or two of host time per call.
-torch::Tensor workspace_tensor(size_t bytes, const torch::Device& device) {
+at::Tensor workspace_tensor(size_t bytes, const at::Device& device) {
   if (bytes == 0) return {};
-  return torch::empty({int64_t(bytes)}, torch::dtype(torch::kUInt8).device(device));
+  return at::empty({int64_t(bytes)}, at::dtype(at::kByte).device(device));
 }
 
-void* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-size_t size_or_zero(const torch::Tensor& t) { return t.defined() ? size_t(t.numel()) : 0; }
+void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+size_t size_or_zero(const at::Tensor& t) { return t.defined() ? size_t(t.numel()) : 0; }
 
 #if defined(CUDA_KERNEL)
-int device_sm(const torch::Device& device) {
+int device_sm(const at::Device& device) {
   int major = 0, minor = 0;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
@@ -228,9 +229,9 @@ int device_sm(const torch::Device& device) {
 // A device guard for the tensors' device (a no-op for the CPU), after checking that this build
 // runs on it.
 struct OnDevice {
-  explicit OnDevice(const char* op, const torch::Device& device) : guard(check(op, device)) {}
+  explicit OnDevice(const char* op, const at::Device& device) : guard(check(op, device)) {}
 
-  static torch::Device check(const char* op, const torch::Device& device) {
+  static at::Device check(const char* op, const at::Device& device) {
 #if defined(CUDA_KERNEL)
     TORCH_CHECK(device.is_cpu() || device.is_cuda(), op,
                 ": tensors must be on a CUDA device or the CPU, got ", device);
@@ -248,19 +249,19 @@ struct OnDevice {
 };
 
 // Runs a described GEMM (inputs checked) on `device`, under its guard.
-void run_gemm(const char* op, const GemmArgs& args, const torch::Device& device) {
+void run_gemm(const char* op, const GemmArgs& args, const at::Device& device) {
   if (args.M == 0 || args.N == 0) return;
   if (device.is_cpu()) {
     check_status(op, fp8gemm::gemm_cpu(args));
     return;
   }
 #if defined(CUDA_KERNEL)
-  const torch::Tensor workspace =
+  const at::Tensor workspace =
       workspace_tensor(fp8gemm::gemm_cuda_workspace_bytes(args, device_sm(device)), device);
   check_status(op, fp8gemm::gemm_cuda(args, data_or_null(workspace), size_or_zero(workspace),
                                       c10::cuda::getCurrentCUDAStream()));
 #elif defined(ROCM_KERNEL)
-  const torch::Tensor workspace = workspace_tensor(fp8gemm::gemm_rocm_workspace_bytes(args), device);
+  const at::Tensor workspace = workspace_tensor(fp8gemm::gemm_rocm_workspace_bytes(args), device);
   check_status(op, fp8gemm::gemm_rocm(args, data_or_null(workspace), size_or_zero(workspace),
                                       current_hip_stream(device)));
 #endif
@@ -268,14 +269,14 @@ void run_gemm(const char* op, const GemmArgs& args, const torch::Device& device)
 
 }  // namespace
 
-void binding::run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const torch::Device& device) {
+void binding::run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const at::Device& device) {
   run_gemm(op, args, device);
 }
 
 namespace {
 
-void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b,
-         const torch::Tensor& a_scale, const torch::Tensor& b_scale) {
+void run(const Layout& l, at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+         const at::Tensor& a_scale, const at::Tensor& b_scale) {
   check_inputs(l, out, a, b, a_scale, b_scale);
   const OnDevice on(l.op, a.device());
   run_gemm(l.op, describe(l, out, a, b, a_scale, b_scale), a.device());
@@ -283,9 +284,7 @@ void run(const Layout& l, torch::Tensor& out, const torch::Tensor& a, const torc
 
 // ---- activation quantization, SiLU-and-mul and the linear layer ----
 
-fp8gemm::InputType input_type(const char* op, const torch::Tensor& x) {
-  return binding::float_type(op, "x", x);
-}
+fp8gemm::InputType input_type(const char* op, const at::Tensor& x) { return binding::float_type(op, "x", x); }
 
 fp8gemm::Fp8Format fp8_format(const char* op, at::ScalarType dtype) {
   TORCH_CHECK(is_fp8(dtype), op, ": dtype must be float8_e4m3fn or float8_e4m3fnuz, got ", dtype);
@@ -304,21 +303,21 @@ struct QuantizedRows {
 
 // q (M, K) row-major and its scales (M, ceil(K/128)) M-major (strides (1, M)), the layout
 // gemm_nt's fast paths read, as tensors (what quantize returns).
-std::tuple<torch::Tensor, torch::Tensor> empty_quantized(int64_t M, int64_t K, at::ScalarType dtype,
-                                                         const torch::Device& device) {
-  const auto options = torch::TensorOptions().device(device);
-  return {torch::empty({M, K}, options.dtype(dtype)),
-          torch::empty({fp8gemm::ceil_div(K, fp8gemm::kScaleBlock), M}, options.dtype(at::kFloat)).t()};
+std::tuple<at::Tensor, at::Tensor> empty_quantized(int64_t M, int64_t K, at::ScalarType dtype,
+                                                   const at::Device& device) {
+  const auto options = at::TensorOptions().device(device);
+  return {at::empty({M, K}, options.dtype(dtype)),
+          at::empty({fp8gemm::ceil_div(K, fp8gemm::kScaleBlock), M}, options.dtype(at::kFloat)).t()};
 }
 
 // The same layout in one allocation, for fp8_linear, which hands the two to the GEMM only: one
 // allocation less per call (host time). The returned tensor owns the memory `rows` points into.
-torch::Tensor empty_quantized_rows(int64_t M, int64_t K, const torch::Device& device, QuantizedRows* rows) {
+at::Tensor empty_quantized_rows(int64_t M, int64_t K, const at::Device& device, QuantizedRows* rows) {
   constexpr int64_t kAlign = 256;
   const int64_t q_bytes = (M * K + kAlign - 1) / kAlign * kAlign;
   const int64_t scale_count = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock) * M;
-  torch::Tensor buffer = torch::empty({q_bytes + scale_count * int64_t(sizeof(float))},
-                                      torch::dtype(torch::kUInt8).device(device));
+  at::Tensor buffer =
+      at::empty({q_bytes + scale_count * int64_t(sizeof(float))}, at::dtype(at::kByte).device(device));
   uint8_t* base = buffer.data_ptr<uint8_t>();
   rows->M = M;
   rows->K = K;
@@ -331,7 +330,7 @@ torch::Tensor empty_quantized_rows(int64_t M, int64_t K, const torch::Device& de
 }
 
 // Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`.
-void run_quantize(const char* op, const torch::Tensor& x, bool silu_and_mul, fp8gemm::Fp8Format format,
+void run_quantize(const char* op, const at::Tensor& x, bool silu_and_mul, fp8gemm::Fp8Format format,
                   const QuantizedRows& to) {
   fp8gemm::QuantizeArgs args;
   args.M = to.M;
@@ -360,7 +359,7 @@ void run_quantize(const char* op, const torch::Tensor& x, bool silu_and_mul, fp8
 }
 
 // Columns of what x (M, C) quantizes to: C, or C / 2 with silu_and_mul.
-int64_t quantized_columns(const char* op, const torch::Tensor& x, bool silu_and_mul) {
+int64_t quantized_columns(const char* op, const at::Tensor& x, bool silu_and_mul) {
   TORCH_CHECK(x.dim() == 2, op, ": x must be 2-D (M, ", silu_and_mul ? "2K" : "K", "), got ", x.dim(), "-D");
   if (!silu_and_mul) return x.size(1);
   TORCH_CHECK(x.size(1) % 2 == 0, op, ": x must have an even number of columns (gate | up), got ", x.size(1));
@@ -372,7 +371,7 @@ const char* quantize_op_name(bool silu_and_mul) {
 }
 
 // Rows of x (..., cols) as one dimension; -1 cannot be used where cols is 0.
-int64_t leading_rows(const torch::Tensor& x) {
+int64_t leading_rows(const at::Tensor& x) {
   return c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 1);
 }
 
@@ -381,9 +380,8 @@ struct LinearShape {
 };
 
 // x's last dimension is in_features, or twice that (gate | up) with silu_and_mul.
-LinearShape check_linear(const char* op, const torch::Tensor& x, bool silu_and_mul,
-                         const torch::Tensor& weight, const torch::Tensor& scale,
-                         const std::optional<torch::Tensor>& bias) {
+LinearShape check_linear(const char* op, const at::Tensor& x, bool silu_and_mul, const at::Tensor& weight,
+                         const at::Tensor& scale, const std::optional<at::Tensor>& bias) {
   TORCH_CHECK(x.defined() && weight.defined() && scale.defined(), op,
               ": x, weight and weight_scale_inv are required");
   input_type(op, x);
@@ -401,20 +399,20 @@ LinearShape check_linear(const char* op, const torch::Tensor& x, bool silu_and_m
                   scale.size(1) == k_blocks,
               op, ": weight_scale_inv must be float32 (ceil(out/128), ceil(in/128)) = (", n_blocks, ", ",
               k_blocks, "), got ", scale.scalar_type(), " ", scale.sizes());
-  std::vector<const torch::Tensor*> all{&weight, &scale};
+  std::vector<const at::Tensor*> all{&weight, &scale};
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->dim() == 1 && bias->size(0) == N, op, ": bias must be (", N, "), got ", bias->sizes());
     TORCH_CHECK(at::isFloatingType(bias->scalar_type()), op, ": bias must be floating point, got ",
                 bias->scalar_type());
     all.push_back(&*bias);
   }
-  for (const torch::Tensor* t : all)
+  for (const at::Tensor* t : all)
     TORCH_CHECK(t->device() == x.device(), op, ": all tensors must be on one device; x is on ", x.device(),
                 " but a parameter is on ", t->device());
   return {K, N};
 }
 
-std::vector<int64_t> linear_output_sizes(const torch::Tensor& x, int64_t N) {
+std::vector<int64_t> linear_output_sizes(const at::Tensor& x, int64_t N) {
   std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
   sizes.back() = N;
   return sizes;
@@ -422,8 +420,7 @@ std::vector<int64_t> linear_output_sizes(const torch::Tensor& x, int64_t N) {
 
 }  // namespace
 
-std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::ScalarType dtype,
-                                                  bool silu_and_mul) {
+std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
@@ -442,7 +439,7 @@ std::tuple<torch::Tensor, torch::Tensor> quantize(const torch::Tensor& x, at::Sc
   return {q, scale};
 }
 
-void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
+void silu_and_mul(at::Tensor& out, const at::Tensor& x) {
   const char* op = "silu_and_mul";
   TORCH_CHECK(x.defined() && out.defined(), op, ": out and x are required");
   input_type(op, x);
@@ -456,10 +453,10 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
   TORCH_CHECK(out.is_contiguous() && !overlaps(out, x), op, ": out must be contiguous and not overlap x");
   const OnDevice on(op, x.device());
   const int64_t d = sizes.back();
-  const torch::Tensor rows = x.reshape({leading_rows(x), 2 * d});
+  const at::Tensor rows = x.reshape({leading_rows(x), 2 * d});
   if (x.device().is_cpu() || rows.stride(1) != 1) {
-    const torch::Tensor gate = rows.narrow(1, 0, d).to(at::kFloat), up = rows.narrow(1, d, d).to(at::kFloat);
-    out.copy_((gate * torch::sigmoid(gate) * up).view(sizes));
+    const at::Tensor gate = rows.narrow(1, 0, d).to(at::kFloat), up = rows.narrow(1, d, d).to(at::kFloat);
+    out.copy_((gate * at::sigmoid(gate) * up).view(sizes));
     return;
   }
   fp8gemm::SiluMulArgs args;
@@ -480,19 +477,18 @@ void silu_and_mul(torch::Tensor& out, const torch::Tensor& x) {
 namespace {
 
 // fp8_linear, of x or (silu_and_mul) of silu(x[..., :K]) * x[..., K:].
-torch::Tensor quantized_linear(const char* op, const torch::Tensor& x, bool silu_and_mul,
-                               const torch::Tensor& weight, const torch::Tensor& weight_scale_inv,
-                               const std::optional<torch::Tensor>& bias) {
+at::Tensor quantized_linear(const char* op, const at::Tensor& x, bool silu_and_mul, const at::Tensor& weight,
+                            const at::Tensor& weight_scale_inv, const std::optional<at::Tensor>& bias) {
   const auto [K, N] = check_linear(op, x, silu_and_mul, weight, weight_scale_inv, bias);
   const OnDevice on(op, x.device());
-  const torch::Tensor rows = x.reshape({leading_rows(x), x.size(-1)});
+  const at::Tensor rows = x.reshape({leading_rows(x), x.size(-1)});
   const int64_t M = rows.size(0);
-  torch::Tensor out = torch::empty({M, N}, x.options().dtype(at::kBFloat16));
+  at::Tensor out = at::empty({M, N}, x.options().dtype(at::kBFloat16));
   const bool has_bias = bias.has_value() && bias->defined();
-  const torch::Tensor bias16 = has_bias ? bias->to(at::kBFloat16) : torch::Tensor();
+  const at::Tensor bias16 = has_bias ? bias->to(at::kBFloat16) : at::Tensor();
 
   QuantizedRows quantized;
-  const torch::Tensor quantized_memory = empty_quantized_rows(M, K, x.device(), &quantized);
+  const at::Tensor quantized_memory = empty_quantized_rows(M, K, x.device(), &quantized);
   run_quantize(op, rows, silu_and_mul, format_of(weight.scalar_type()), quantized);
   GemmArgs args = describe_b_and_out(kGemmNt, M, K, out, weight, weight_scale_inv);
   args.a = quantized.q;
@@ -507,30 +503,30 @@ torch::Tensor quantized_linear(const char* op, const torch::Tensor& x, bool silu
     args.bias_stride = bias16.stride(0);
   }
   run_gemm(op, args, x.device());
-  const torch::Tensor result = out.view(linear_output_sizes(x, N));
+  const at::Tensor result = out.view(linear_output_sizes(x, N));
   return x.scalar_type() == at::kBFloat16 ? result : result.to(x.scalar_type());
 }
 
 }  // namespace
 
-torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                         const torch::Tensor& weight_scale_inv, const std::optional<torch::Tensor>& bias) {
+at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& weight_scale_inv,
+                      const std::optional<at::Tensor>& bias) {
   return quantized_linear("fp8_linear", x, false, weight, weight_scale_inv, bias);
 }
 
-torch::Tensor silu_and_mul_fp8_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                                      const torch::Tensor& weight_scale_inv,
-                                      const std::optional<torch::Tensor>& bias) {
+at::Tensor silu_and_mul_fp8_linear(const at::Tensor& x, const at::Tensor& weight,
+                                   const at::Tensor& weight_scale_inv,
+                                   const std::optional<at::Tensor>& bias) {
   return quantized_linear("silu_and_mul_fp8_linear", x, true, weight, weight_scale_inv, bias);
 }
 
-void gemm(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
-          const torch::Tensor& b_scale) {
+void gemm(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
+          const at::Tensor& b_scale) {
   run(kGemm, out, a, b, a_scale, b_scale);
 }
 
-void gemm_nt(torch::Tensor& out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& a_scale,
-             const torch::Tensor& b_scale) {
+void gemm_nt(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& a_scale,
+             const at::Tensor& b_scale) {
   run(kGemmNt, out, a, b, a_scale, b_scale);
 }
 
@@ -566,26 +562,26 @@ bool general_path_forced() {
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("gemm(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
   ops.def("gemm_nt(Tensor! out, Tensor a, Tensor b, Tensor a_scale, Tensor b_scale) -> ()");
-  ops.impl("gemm", torch::kCPU, &gemm);
-  ops.impl("gemm_nt", torch::kCPU, &gemm_nt);
+  ops.impl("gemm", at::kCPU, &gemm);
+  ops.impl("gemm_nt", at::kCPU, &gemm_nt);
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
-  ops.impl("gemm", torch::kCUDA, &gemm);
-  ops.impl("gemm_nt", torch::kCUDA, &gemm_nt);
+  ops.impl("gemm", at::kCUDA, &gemm);
+  ops.impl("gemm_nt", at::kCUDA, &gemm_nt);
 #endif
   ops.def("quantize(Tensor x, ScalarType dtype, bool silu_and_mul) -> (Tensor, Tensor)");
   ops.def("silu_and_mul(Tensor! out, Tensor x) -> ()");
   ops.def("fp8_linear(Tensor x, Tensor weight, Tensor weight_scale_inv, Tensor? bias) -> Tensor");
   ops.def(
       "silu_and_mul_fp8_linear(Tensor x, Tensor weight, Tensor weight_scale_inv, Tensor? bias) -> Tensor");
-  ops.impl("quantize", torch::kCPU, &quantize);
-  ops.impl("silu_and_mul", torch::kCPU, &silu_and_mul);
-  ops.impl("fp8_linear", torch::kCPU, &fp8_linear);
-  ops.impl("silu_and_mul_fp8_linear", torch::kCPU, &silu_and_mul_fp8_linear);
+  ops.impl("quantize", at::kCPU, &quantize);
+  ops.impl("silu_and_mul", at::kCPU, &silu_and_mul);
+  ops.impl("fp8_linear", at::kCPU, &fp8_linear);
+  ops.impl("silu_and_mul_fp8_linear", at::kCPU, &silu_and_mul_fp8_linear);
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
-  ops.impl("quantize", torch::kCUDA, &quantize);
-  ops.impl("silu_and_mul", torch::kCUDA, &silu_and_mul);
-  ops.impl("fp8_linear", torch::kCUDA, &fp8_linear);
-  ops.impl("silu_and_mul_fp8_linear", torch::kCUDA, &silu_and_mul_fp8_linear);
+  ops.impl("quantize", at::kCUDA, &quantize);
+  ops.impl("silu_and_mul", at::kCUDA, &silu_and_mul);
+  ops.impl("fp8_linear", at::kCUDA, &fp8_linear);
+  ops.impl("silu_and_mul_fp8_linear", at::kCUDA, &silu_and_mul_fp8_linear);
 #endif
   ops.def("moe_route(Tensor top_k_index, int num_experts) -> (Tensor, Tensor, Tensor)");
   ops.def(
@@ -595,15 +591,15 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def(
       "fp8_experts(Tensor x, Tensor top_k_index, Tensor top_k_weights, Tensor w_in, Tensor w_in_scale, "
       "Tensor w_out, Tensor w_out_scale, bool gated) -> Tensor");
-  ops.impl("moe_route", torch::kCPU, &moe_route);
-  ops.impl("grouped_gemm_nt", torch::kCPU, &grouped_gemm_nt);
-  ops.impl("moe_combine", torch::kCPU, &moe_combine);
-  ops.impl("fp8_experts", torch::kCPU, &fp8_experts);
+  ops.impl("moe_route", at::kCPU, &moe_route);
+  ops.impl("grouped_gemm_nt", at::kCPU, &grouped_gemm_nt);
+  ops.impl("moe_combine", at::kCPU, &moe_combine);
+  ops.impl("fp8_experts", at::kCPU, &fp8_experts);
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
-  ops.impl("moe_route", torch::kCUDA, &moe_route);
-  ops.impl("grouped_gemm_nt", torch::kCUDA, &grouped_gemm_nt);
-  ops.impl("moe_combine", torch::kCUDA, &moe_combine);
-  ops.impl("fp8_experts", torch::kCUDA, &fp8_experts);
+  ops.impl("moe_route", at::kCUDA, &moe_route);
+  ops.impl("grouped_gemm_nt", at::kCUDA, &grouped_gemm_nt);
+  ops.impl("moe_combine", at::kCUDA, &moe_combine);
+  ops.impl("fp8_experts", at::kCUDA, &fp8_experts);
 #endif
   ops.def("force_general_path(bool force) -> ()", &force_general_path);
   ops.def("general_path_forced() -> bool", &general_path_forced);
