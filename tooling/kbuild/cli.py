@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbuild import __version__
-from kbuild.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, KbuildError, internal_error_line
-from kbuild.hubid import branch_problem
-from kbuild.manifest import manifest_path
-from kbuild.redact import say, scrub
+from kbuild.core.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, KbuildError, internal_error_line
+from kbuild.core.hubid import branch_problem
+from kbuild.core.redact import say, scrub
+from kbuild.model.manifest import manifest_path
 
 Run = Callable[[argparse.Namespace], int]
 
@@ -102,7 +102,7 @@ def _build_arguments(parser: argparse.ArgumentParser) -> None:
     ),
 )
 def cmd_build(args: argparse.Namespace) -> int:
-    from kbuild.build import build_kernel
+    from kbuild.build.builder import build_kernel
 
     for kernel_dir in _kernel_dirs(args.kernels):
         say(
@@ -128,7 +128,7 @@ def _generate_arguments(parser: argparse.ArgumentParser) -> None:
     help="Write the CMake project of a kernel into its build tree, without compiling.",
 )
 def cmd_generate(args: argparse.Namespace) -> int:
-    from kbuild.build import NothingToGenerate, generate_only
+    from kbuild.build.builder import NothingToGenerate, generate_only
 
     code = 0
     for kernel_dir in _kernel_dirs(args.kernels):
@@ -160,7 +160,7 @@ def _variants_arguments(parser: argparse.ArgumentParser) -> None:
     help="Print this environment's variant, or parse variant names.",
 )
 def cmd_variants(args: argparse.Namespace) -> int:
-    from kbuild.variants import Variant, detect_variant
+    from kbuild.model.variants import Variant, detect_variant
 
     if args.parse:
         for name in args.parse:
@@ -186,11 +186,11 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("check", _check_arguments, help=("Check kernels' layout and op registration."))
 def cmd_check(args: argparse.Namespace) -> int:
-    from kbuild.checks import check_kernel
-    from kbuild.findings import format_findings
+    from kbuild.check.kernel_checks import check_kernel
+    from kbuild.core.findings import format_findings
 
     if args.abi:
-        from kbuild.abi import check_abi
+        from kbuild.build.abi import check_abi
 
         findings = [f for build_dir in args.abi for f in check_abi(Path(build_dir))]
         for line in format_findings(findings):
@@ -229,7 +229,7 @@ def _test_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("test", _test_arguments, help=("Build if needed, then run a kernel's tests against the fresh build."))
 def cmd_test(args: argparse.Namespace) -> int:
-    from kbuild.testing import run_tests
+    from kbuild.testing.runner import run_tests
 
     code = 0
     for kernel_dir in _kernel_dirs(args.kernels):
@@ -250,8 +250,8 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def _init_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
-    from kbuild.backends import SCAFFOLD_DEFAULT, SCAFFOLDED
-    from kbuild.manifest import ALL_BACKENDS
+    from kbuild.model.backends import SCAFFOLD_DEFAULT, SCAFFOLDED
+    from kbuild.model.manifest import ALL_BACKENDS
 
     others = [b for b in ALL_BACKENDS if b not in SCAFFOLDED]
     parser.add_argument(
@@ -273,8 +273,8 @@ def _init_arguments(parser: argparse.ArgumentParser) -> None:
     help="Create a new kernel that builds and passes its tests as created.",
 )
 def cmd_init(args: argparse.Namespace) -> int:
-    from kbuild.pytest_plugin import ROOT_MARKER, kbuild_root
-    from kbuild.scaffold import create_kernel
+    from kbuild.build.scaffold import create_kernel
+    from kbuild.testing.plain_pytest import ROOT_MARKER, kbuild_root
 
     path = create_kernel(Path(args.directory), backends=args.backends, license=args.license, repo_id=args.repo_id)
     say(f"created {path}; next: kbuild build {path} && kbuild test {path}")
@@ -292,7 +292,7 @@ def _update_build_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command("update-build", _update_build_arguments, help=("Rewrite an older build.toml (edition 2 or 4) as edition 5."))
 def cmd_update_build(args: argparse.Namespace) -> int:
-    from kbuild.manifest import upgrade_file
+    from kbuild.model.manifest import upgrade_file
 
     for kernel_dir in _kernel_dirs(args.kernels):
         upgrade_file(kernel_dir, license=args.license)
@@ -330,7 +330,7 @@ def _sync_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_sync(args: argparse.Namespace) -> int:
     import json
 
-    from kbuild import sync
+    from kbuild.sync import kernel_sync
 
     if args.all == bool(args.kernels) or (not args.check and (args.all or args.json or len(args.kernels) > 1)):
         raise KbuildError(
@@ -342,12 +342,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
             "--refresh-patch goes with a sync, not with --check", fix="kbuild sync KERNEL_DIR --refresh-patch"
         )
     if args.check:
-        kernel_dirs = sync.synced_kernels(Path("kernels")) if args.all else [Path(k) for k in args.kernels]
-        statuses = sync.upstream_status(kernel_dirs)
+        kernel_dirs = kernel_sync.synced_kernels(Path("kernels")) if args.all else [Path(k) for k in args.kernels]
+        statuses = kernel_sync.upstream_status(kernel_dirs)
         text = "\n".join(map(str, statuses)) or "no kernel under ./kernels has an upstream.yaml"
-        say(json.dumps(sync.status_report(statuses), indent=2) if args.json else text)
+        say(json.dumps(kernel_sync.status_report(statuses), indent=2) if args.json else text)
         return 1 if any(status.behind for status in statuses) else 0
-    summary = sync.sync_kernel(Path(args.kernels[0]), ref=args.ref, refresh_patches=args.refresh_patch).summary()
+    summary = kernel_sync.sync_kernel(Path(args.kernels[0]), ref=args.ref, refresh_patches=args.refresh_patch).summary()
     if args.summary:
         Path(args.summary).write_text(scrub(summary), encoding="utf-8")
     say(summary, end="")
@@ -381,7 +381,7 @@ def _rocm_compile_arguments(parser: argparse.ArgumentParser) -> None:
     ),
 )
 def cmd_rocm_compile(args: argparse.Namespace) -> int:
-    from kbuild.rocm import compile_kernel
+    from kbuild.build.rocm import compile_kernel
 
     for kernel_dir in _kernel_dirs(args.kernels):
         out_dir = Path(args.out) / kernel_dir.name if args.out else None
@@ -407,9 +407,9 @@ def _card_arguments(parser: argparse.ArgumentParser) -> None:
     "card", _card_arguments, kernel_dirs=False, help=("Render a kernel's CARD.md into its Hub README (kernel card).")
 )
 def cmd_card(args: argparse.Namespace) -> int:
-    from kbuild.card import render_card
-    from kbuild.manifest import load_manifest
-    from kbuild.matrix import ci_variants
+    from kbuild.card.content import render_card
+    from kbuild.model.manifest import load_manifest
+    from kbuild.model.matrix import ci_variants
 
     manifest = load_manifest(Path(args.kernel))
     if args.out:
@@ -439,7 +439,7 @@ def _matrix_arguments(parser: argparse.ArgumentParser) -> None:
     help="Print the CI jobs (build and test matrices) as JSON for GitHub's fromJSON.",
 )
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from kbuild import matrix
+    from kbuild.model import matrix
 
     root = Path(".")
     if not (root / "kernels").is_dir():
@@ -497,7 +497,7 @@ def _publish_arguments(parser: argparse.ArgumentParser) -> None:
     ),
 )
 def cmd_publish(args: argparse.Namespace) -> int:
-    from kbuild import publish
+    from kbuild.release import execute
 
     if args.allow_nonportable and not args.to:
         raise KbuildError(
@@ -506,7 +506,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         )
     if args.create_pr and args.to:
         raise KbuildError("--create-pr applies to the Hub only", fix="drop --to, or drop --create-pr")
-    release = publish.prepare_release(
+    release = execute.prepare_release(
         Path(args.kernel), repo_id=args.repo_id, variants=args.variant, card_only=args.card_only
     )
     if args.branch:
@@ -516,18 +516,18 @@ def cmd_publish(args: argparse.Namespace) -> int:
         release = dataclasses.replace(release, branch=args.branch)
     if args.dry_run:
         target = str(Path(args.to) / release.repo_id) if args.to else "hub"
-        say("\n".join(publish.describe(release, target, allow_nonportable=args.allow_nonportable)))
+        say("\n".join(execute.describe(release, target, allow_nonportable=args.allow_nonportable)))
         return 1 if release.abi_findings and not args.allow_nonportable else 0
     if args.to:
         for finding in release.abi_findings if args.allow_nonportable else []:
             say(f"warning: not portable, published anyway: {finding}", err=True)
         say(
-            publish.publish_to_folder(
+            execute.publish_to_folder(
                 release, Path(args.to), allow_nonportable=args.allow_nonportable, allow_breaking=args.allow_breaking
             )
         )
     else:
-        publish.publish_to_hub(release, create_pr=args.create_pr, allow_breaking=args.allow_breaking)
+        execute.publish_to_hub(release, create_pr=args.create_pr, allow_breaking=args.allow_breaking)
     return 0
 
 
@@ -582,7 +582,7 @@ def _api_check_arguments(parser: argparse.ArgumentParser) -> None:
     ),
 )
 def cmd_api_check(args: argparse.Namespace) -> int:
-    from kbuild.apicheck import api_check
+    from kbuild.release.api_compat import api_check
 
     return api_check(Path(args.kernel), args.against, build=not args.no_build)
 
@@ -608,7 +608,7 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
     ),
 )
 def cmd_verify(args: argparse.Namespace) -> int:
-    from kbuild.verify import verify
+    from kbuild.release.verify import verify
 
     return verify(args.target, all_versions=args.all_versions)
 

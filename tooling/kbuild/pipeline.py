@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild import __version__, gitrepo, paths
-from kbuild.build import build_kernel
-from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest
-from kbuild.redact import say, scrub
-from kbuild.testing import loader_environment, run_tests
+from kbuild import __version__
+from kbuild.build.builder import build_kernel
+from kbuild.core import gitrepo, paths
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import say, scrub
+from kbuild.model.manifest import load_manifest
+from kbuild.testing.runner import loader_environment, run_tests
 
 LOAD_PROBE = (
     "import sys; from kernels import get_kernel\n"
@@ -67,7 +68,7 @@ def publish_locally(kernel_dir: Path, variant: str, hub: Path) -> tuple[str, Pat
     """Publish the tested variant, the card and the benchmarks into the local hub folder (this
     machine's toolchain is not manylinux-portable: ABI findings are allowed there and only there);
     return a summary and the checkout of the version branch that `kernels` loads."""
-    from kbuild.publish import prepare_release, publish_to_folder
+    from kbuild.release.execute import prepare_release, publish_to_folder
 
     for release in (prepare_release(kernel_dir, variants=[variant]), prepare_release(kernel_dir, card_only=True)):
         repo = publish_to_folder(release, hub, allow_nonportable=True, log=lambda line: None)

@@ -3,9 +3,9 @@
 from pathlib import Path
 from typing import Any
 
-from kbuild import card
-from kbuild.manifest import load_manifest
-from kbuild.matrix import ci_variants
+from kbuild.card import content as card
+from kbuild.model.manifest import load_manifest
+from kbuild.model.matrix import ci_variants
 
 
 def render_card(kernel_dir: Path, **options: Any) -> str:

@@ -16,8 +16,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild.errors import KbuildError
-from kbuild.tomlcompat import tomllib
+from kbuild.core.errors import KbuildError
+from kbuild.core.tomlcompat import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data" / "manifests"
@@ -110,7 +110,7 @@ class Outcome:
 
 def run(seeds: range, root: Path) -> list[Outcome]:
     """Load one mutant per seed with kbuild's `load_manifest`."""
-    from kbuild.manifest import load_manifest
+    from kbuild.model.manifest import load_manifest
 
     folders = {path: kernel_folder(path, root) for path in corpus()}
     texts = {path: path.read_text(encoding="utf-8") for path in folders}

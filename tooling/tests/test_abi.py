@@ -1,4 +1,4 @@
-"""kbuild.abi on small shared libraries compiled here: each rule fires on a bad import and
+"""kbuild.build.abi on small shared libraries compiled here: each rule fires on a bad import and
 stays quiet otherwise."""
 
 import re
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kbuild.abi import LIMITED_API_FILE, check_abi, limited_api_symbols
-from kbuild.errors import KbuildError
+from kbuild.build.abi import LIMITED_API_FILE, check_abi, limited_api_symbols
+from kbuild.core.errors import KbuildError
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile test libraries")
 
@@ -187,7 +187,7 @@ def test_static_libstdcxx_copy_is_detected(tmp_path):
     import shutil
     import subprocess
 
-    from kbuild.abi import embedded_cxx_runtime
+    from kbuild.build.abi import embedded_cxx_runtime
 
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")

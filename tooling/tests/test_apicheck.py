@@ -15,12 +15,12 @@ from fake_hub import FakeHub
 from huggingface_hub import CommitOperationAdd, HfApi
 from test_publish import BUILD_TOML, V213, _variant
 
-from kbuild import gitrepo
-from kbuild.apicheck import compare, probe, signature_problems
-from kbuild.build import build_kernel
-from kbuild.card import DEFAULT_TEMPLATE
+from kbuild.build.builder import build_kernel
+from kbuild.card.content import DEFAULT_TEMPLATE
 from kbuild.cli import main
-from kbuild.publish import prepare_release, publish_to_folder, publish_to_hub
+from kbuild.core import gitrepo
+from kbuild.release.api_compat import compare, probe, signature_problems
+from kbuild.release.execute import prepare_release, publish_to_folder, publish_to_hub
 
 REPO = Path(__file__).resolve().parents[2]
 P, PK, KW = "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY"

@@ -1,17 +1,17 @@
-"""The backend registry (kbuild.backends): one record per backend build.toml accepts, and the
+"""The backend registry (kbuild.model.backends): one record per backend build.toml accepts, and the
 CMake fragment of each compiled one."""
 
 from pathlib import Path
 
 import pytest
 
-from kbuild import backends
-from kbuild.build import generate_only
-from kbuild.errors import KbuildError
-from kbuild.manifest import ALL_BACKENDS, BACKENDS, load_manifest
-from kbuild.variants import Variant
+from kbuild.build.builder import generate_only
+from kbuild.core.errors import KbuildError
+from kbuild.model import backends
+from kbuild.model.manifest import ALL_BACKENDS, BACKENDS, load_manifest
+from kbuild.model.variants import Variant
 
-FRAGMENTS = Path(backends.__file__).parent / "templates" / "project" / "backends"
+FRAGMENTS = Path(backends.__file__).parents[1] / "templates" / "project" / "backends"
 TORCH_NOARCH = '[torch-noarch]\n[general]\nname = "demo"\nversion = 1\nedition = 5\nlicense = "MIT"\n'
 
 
@@ -111,8 +111,8 @@ def test_generated_project_takes_the_records_define_and_libraries(kernel_dir, va
 def test_backend_names_are_spelled_out_in_few_modules():
     """The literal names "cuda" and "rocm" appear in at most 3 modules: the registry, the
     build.toml schema (which keys belong to which backend) and the toolkit modules."""
-    package = Path(backends.__file__).parent
+    package = Path(backends.__file__).parents[1]
     allowed = {"backends.py", "manifest.py", "cuda.py", "rocm.py"}
     for literal in ('"cuda"', '"rocm"'):
-        modules = {path.name for path in package.glob("*.py") if literal in path.read_text(encoding="utf-8")}
+        modules = {path.name for path in package.rglob("*.py") if literal in path.read_text(encoding="utf-8")}
         assert modules <= allowed and len(modules) <= 3, (literal, sorted(modules))

@@ -8,12 +8,12 @@ import time
 import pytest
 import torch
 
-from kbuild.build import build_kernel, project_for
-from kbuild.inputs import input_digest
-from kbuild.manifest import load_manifest
-from kbuild.scaffold import create_kernel
-from kbuild.testing import loader_environment, run_tests
-from kbuild.variants import detect_variant
+from kbuild.build.builder import build_kernel, project_for
+from kbuild.build.scaffold import create_kernel
+from kbuild.model.inputs import input_digest
+from kbuild.model.manifest import load_manifest
+from kbuild.model.variants import detect_variant
+from kbuild.testing.runner import loader_environment, run_tests
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_namespace_follows_the_build_inputs_only(kernel_dir):
 
 
 def test_provenance_tells_clean_dirty_and_uncommitted(kernel_dir):
-    from kbuild import gitrepo
+    from kbuild.core import gitrepo
 
     repo = kernel_dir.parent
     gitrepo.git(["init", "--quiet"], repo)

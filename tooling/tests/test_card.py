@@ -1,4 +1,4 @@
-"""kbuild.card: the default CARD.md template rendered from a kernel's files."""
+"""kbuild.card.content: the default CARD.md template rendered from a kernel's files."""
 
 import json
 import shutil
@@ -8,8 +8,8 @@ import pytest
 import yaml
 from kernel_card import render_card
 
-from kbuild.card import DEFAULT_TEMPLATE, docstring_markdown, hub_license
-from kbuild.errors import KbuildError
+from kbuild.card.content import DEFAULT_TEMPLATE, docstring_markdown, hub_license
+from kbuild.core.errors import KbuildError
 
 BUILD_TOML = """[general]
 name = "fancy-op"
@@ -203,7 +203,7 @@ def test_hub_license():
 
 
 def test_kbuild_init_writes_a_card_that_renders(tmp_path):
-    from kbuild.scaffold import create_kernel
+    from kbuild.build.scaffold import create_kernel
 
     kernel = create_kernel(tmp_path / "kernels" / "my-op", backends=["cpu", "cuda"], license="MIT")
     card = render_card(kernel)
@@ -301,7 +301,7 @@ def test_gemm_card_benchmarks_come_from_json_with_user_words():
 
 
 def test_card_of_a_new_kernel_renders_to_well_formed_html(tmp_path):
-    from kbuild.scaffold import create_kernel
+    from kbuild.build.scaffold import create_kernel
 
     kernel = create_kernel(tmp_path / "kernels" / "my-op", backends=["cpu", "cuda"], license="MIT")
     _card_structure(render_card(kernel), "my_op")

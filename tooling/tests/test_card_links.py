@@ -10,14 +10,14 @@ import pytest
 from kernel_card import render_card
 from markdown_it import MarkdownIt
 
-from kbuild import gitrepo
-from kbuild.build import build_kernel
-from kbuild.card import card_context
-from kbuild.card_links import check_card_links
+from kbuild.build.builder import build_kernel
+from kbuild.build.scaffold import create_kernel
+from kbuild.card.content import card_context
+from kbuild.check.card_links import check_card_links
 from kbuild.cli import main
-from kbuild.manifest import load_manifest
-from kbuild.scaffold import create_kernel
-from kbuild.testing import loader_environment
+from kbuild.core import gitrepo
+from kbuild.model.manifest import load_manifest
+from kbuild.testing.runner import loader_environment
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from kbuild import build
-from kbuild.build import project_for
-from kbuild.manifest import load_manifest
-from kbuild.variants import detect_variant
+from kbuild.build import builder as build
+from kbuild.build.builder import project_for
+from kbuild.model.manifest import load_manifest
+from kbuild.model.variants import detect_variant
 
 
 class Configured(Exception):

@@ -1,4 +1,4 @@
-from kbuild.checks import check_kernel, check_op_registration
+from kbuild.check.kernel_checks import check_kernel, check_op_registration
 
 FIXED = """\
 import torch

@@ -36,8 +36,8 @@ def test_help_says_where_the_token_comes_from_and_that_builds_are_incremental(co
 
 
 def test_nonportable_fix_names_the_flag():
-    from kbuild.errors import KbuildError
-    from kbuild.publish import Release
+    from kbuild.core.errors import KbuildError
+    from kbuild.release.execute import Release
 
     with pytest.raises(KbuildError) as err:
         Release("org/demo", "v1", abi_findings=["x.so: needs GLIBC_2.34"]).require_portable()
@@ -54,7 +54,7 @@ def test_test_usage_shows_the_pytest_arguments():
 
 
 def test_init_help_shows_the_default_and_every_backend():
-    from kbuild.manifest import ALL_BACKENDS
+    from kbuild.model.manifest import ALL_BACKENDS
 
     text = _help("init")
     assert "(default: cpu cuda)" in text

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import cmakelang
-from kbuild.build import _require_tool, project_for
+from kbuild.build.builder import _require_tool, project_for
+from kbuild.build.cmake_project import write_project
 from kbuild.cli import main
-from kbuild.generate import write_project
-from kbuild.manifest import Manifest, load_manifest
-from kbuild.variants import Variant, find_torch
+from kbuild.model import cmakelang
+from kbuild.model.manifest import Manifest, load_manifest
+from kbuild.model.variants import Variant, find_torch
 
 SENTINEL = "kbuildpwned"  # no `-`: the kernel name's `-` becomes `_` in CMake
 TOUCH = f"execute_process(COMMAND touch {SENTINEL})"
@@ -377,7 +377,7 @@ def _naive_argument(text: str) -> cmakelang.Argument:
     [pytest.param(key, id=key.label, marks=[] if key.label in QUICK_CONTROL else [pytest.mark.slow]) for key in KEYS],
 )
 def test_control_a_naive_writer_runs_the_payload_of_each_key(key, tmp_path, monkeypatch):
-    """With double quotes and no checks in place of kbuild.cmakelang, the quote breakout creates
+    """With double quotes and no checks in place of kbuild.model.cmakelang, the quote breakout creates
     the sentinel through the key: the harness sees an injection wherever one can happen
     (two keys in the quick set, every key in the slow one)."""
     monkeypatch.setattr(cmakelang, "_bracket", _naive_argument)
@@ -444,6 +444,6 @@ def test_the_bracket_writer_round_trips_through_cmake(tmp_path):
 
 
 def test_the_template_takes_no_value_that_skipped_the_writer():
-    with pytest.raises(TypeError, match="not written by kbuild.cmakelang"):
+    with pytest.raises(TypeError, match="not written by kbuild.model.cmakelang"):
         cmakelang.only_arguments("-O2)\nexecute_process(COMMAND touch x)")
     assert cmakelang.only_arguments(cmakelang.argument("-O2")) == "[[-O2]]"

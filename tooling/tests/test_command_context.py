@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import build, card_render, inputs, publish
-from kbuild.card import DEFAULT_TEMPLATE
+from kbuild.build import builder as build
+from kbuild.card import sandbox_parent as card_render
+from kbuild.card.content import DEFAULT_TEMPLATE
 from kbuild.cli import main
-from kbuild.manifest import load_manifest
+from kbuild.model import inputs
+from kbuild.model.manifest import load_manifest
+from kbuild.release import execute as publish
 
 CU126 = "torch213-cxx11-cu126-x86_64-linux"
 CU130 = "torch213-cxx11-cu130-x86_64-linux"
@@ -54,7 +57,7 @@ def calls(monkeypatch) -> dict[str, int]:
 def test_build_computes_the_input_digest_once(kernel_dir, calls, monkeypatch, tmp_path):
     library = tmp_path / "extension.abi3.so"
     library.write_bytes(b"not compiled: the build's steps around the compiler are what is counted")
-    monkeypatch.setattr("kbuild.build._compile", lambda project, **options: library)
+    monkeypatch.setattr("kbuild.build.builder._compile", lambda project, **options: library)
     assert main(["build", str(kernel_dir)]) == 0
     assert calls["digest"] == 1
 

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import cuda, cutlass
-from kbuild.build import generate_only, project_for, resolve_variant
-from kbuild.checks import check_kernel
-from kbuild.errors import KbuildError
-from kbuild.manifest import CUTLASS_DEPENDS, load_manifest
-from kbuild.testing import run_tests
-from kbuild.variants import Variant, detect_variant
+from kbuild.build import cutlass
+from kbuild.build.builder import generate_only, project_for, resolve_variant
+from kbuild.check.kernel_checks import check_kernel
+from kbuild.core.errors import KbuildError
+from kbuild.model import cuda
+from kbuild.model.manifest import CUTLASS_DEPENDS, load_manifest
+from kbuild.model.variants import Variant, detect_variant
+from kbuild.testing.runner import run_tests
 
 DATA = Path(__file__).parent / "data" / "kernels"
 CU130 = "torch214-cxx11-cu130-x86_64-linux"
@@ -392,7 +393,7 @@ def test_kernels_ci_marker_is_registered_by_the_plugin(tmp_path):
     # This kbuild, without the plugin of the installed one's entry point.
     env = {**os.environ, "PYTHONPATH": str(Path(kbuild.__file__).resolve().parents[1])}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kbuild", "--strict-markers"]
-    result = subprocess.run([*command, "-p", "kbuild.pytest_imports"], cwd=tmp_path, env=env, capture_output=True)
+    result = subprocess.run([*command, "-p", "kbuild.testing.import_alias"], cwd=tmp_path, env=env, capture_output=True)
     assert result.returncode == 0, result.stdout.decode()[-2000:]
     without = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert without.returncode != 0 and "'kernels_ci' not found in `markers`" in without.stdout, "the check can fail"
@@ -439,7 +440,7 @@ def test_rocm_fp8_kernel_compiles_for_gfx942(tmp_path, capsys):
 def test_hip_fp8_stand_in_converts_like_torch(tmp_path):
     import torch
 
-    from kbuild.rocm import COMPAT_INCLUDE
+    from kbuild.build.rocm import COMPAT_INCLUDE
 
     source, program = tmp_path / "fp8.hip", tmp_path / "fp8"
     source.write_text(FP8_PROGRAM)
@@ -546,8 +547,8 @@ def test_generated_projects_carry_the_keys_of_each_backend(every_key):
 
 
 def test_torch_minver_is_checked(every_key):
-    from kbuild.build import check_torch_bounds
-    from kbuild.variants import find_torch
+    from kbuild.build.builder import check_torch_bounds
+    from kbuild.model.variants import find_torch
 
     toml = every_key / "build.toml"
     toml.write_text(toml.read_text().replace('minver = "2.12"', 'minver = "9.0"\nmaxver = "9.1"'))
@@ -587,7 +588,7 @@ rocm_archs = ["gfx942"]
 
 
 def test_noarch_build_records_the_general_keys(tmp_path):
-    from kbuild.build import build_kernel
+    from kbuild.build.builder import build_kernel
 
     root = tmp_path / "noarch-keys"
     (root / "torch-ext" / "noarch_keys").mkdir(parents=True)

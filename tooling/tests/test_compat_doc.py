@@ -7,8 +7,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from kbuild import manifest
-from kbuild.schema import fields_of
+from kbuild.model import manifest
+from kbuild.model.schema import fields_of
 
 TESTS = Path(__file__).parent
 DOC = TESTS.parents[1] / "docs" / "kernel-builder-compat.md"

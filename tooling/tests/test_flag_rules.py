@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kbuild.build import generate_only
+from kbuild.build.builder import generate_only
 from kbuild.cli import main
-from kbuild.errors import ManifestError
-from kbuild.manifest import load_manifest
+from kbuild.core.errors import ManifestError
+from kbuild.model.manifest import load_manifest
 
 OUTSIDE = [
     ["-I/etc"],

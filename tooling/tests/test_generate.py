@@ -1,8 +1,8 @@
 """Generated CMake projects for variants this machine cannot build (ROCm, Metal, XPU)."""
 
-from kbuild.build import generate_only
+from kbuild.build.builder import generate_only
 from kbuild.cli import main
-from kbuild.cuda import gencode_flags
+from kbuild.model.cuda import gencode_flags
 
 METAL_KERNEL = """
 [kernel.demo_metal]

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import cutlass, gitrepo
-from kbuild.build import build_kernel, generate_only
-from kbuild.card import DEFAULT_TEMPLATE
-from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest
+from kbuild.build import cutlass
+from kbuild.build.builder import build_kernel, generate_only
+from kbuild.card.content import DEFAULT_TEMPLATE
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import load_manifest
 from kbuild.pipeline import check_out_branch
-from kbuild.publish import prepare_release, publish_to_folder
+from kbuild.release.execute import prepare_release, publish_to_folder
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
 CPU = "torch213-cxx11-cpu-x86_64-linux"

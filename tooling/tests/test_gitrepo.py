@@ -1,4 +1,4 @@
-"""kbuild.gitrepo: the one place kbuild runs git."""
+"""kbuild.core.gitrepo: the one place kbuild runs git."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import gitrepo
-from kbuild.errors import KbuildError
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
 
 TOKEN = "hf_" + "A1b2C3d4E5f6G7h8"
 

@@ -18,16 +18,16 @@ import pytest
 from fake_hub import FakeHub
 from minimal_manifest import MINIMAL_BUILD_TOML
 
-from kbuild import card_render
-from kbuild.build import build_kernel
-from kbuild.card import DEFAULT_TEMPLATE
-from kbuild.checks import check_kernel
+from kbuild.build.builder import build_kernel
+from kbuild.build.scaffold import create_kernel
+from kbuild.card import sandbox_parent as card_render
+from kbuild.card.content import DEFAULT_TEMPLATE
+from kbuild.check.kernel_checks import check_kernel
 from kbuild.cli import main
-from kbuild.cuda import gencode_flags
-from kbuild.errors import KbuildError
-from kbuild.scaffold import create_kernel
-from kbuild.upstream import load_upstream
-from kbuild.variants import Variant
+from kbuild.core.errors import KbuildError
+from kbuild.model.cuda import gencode_flags
+from kbuild.model.variants import Variant
+from kbuild.sync.upstream import load_upstream
 
 KBUILD = Path(__file__).resolve().parents[1] / "kbuild"
 TOKEN = "hf_SecretTokenForTests0123456789"
@@ -87,11 +87,11 @@ def _output_calls(path: Path) -> list[str]:
 
 
 # `say` itself, and the child processes whose stdout is their answer to kbuild, read as data.
-NOT_OUTPUT = {"redact.py", "card_sandbox.py", "api_probe.py"}
+NOT_OUTPUT = {"redact.py", "sandbox_child.py", "api_dump.py"}
 
 
 def test_kbuild_prints_only_through_the_scrubbing_say():
-    """One output function (kbuild.redact.say), so no printed value can skip the scrubber."""
+    """One output function (kbuild.core.redact.say), so no printed value can skip the scrubber."""
     modules = [path for path in sorted(KBUILD.rglob("*.py")) if path.name not in NOT_OUTPUT]
     assert [line for path in modules for line in _output_calls(path)] == []
 

@@ -16,16 +16,17 @@ from pathlib import Path
 import pytest
 from minimal_manifest import MINIMAL_BUILD_TOML
 
-from kbuild import cuda, pipeline
-from kbuild.build import build_kernel, for_local_gpu, generate_only, project_for, require_all_capabilities
+from kbuild import pipeline
+from kbuild.build.builder import build_kernel, for_local_gpu, generate_only, project_for, require_all_capabilities
+from kbuild.build.cmake_project import render_project
+from kbuild.build.extension_name import name_in_binding
+from kbuild.build.scaffold import create_kernel
 from kbuild.cli import main
-from kbuild.errors import KbuildError
-from kbuild.extension_name import name_in_binding
-from kbuild.generate import render_project
-from kbuild.manifest import load_manifest
-from kbuild.scaffold import create_kernel
-from kbuild.testing import run_tests
-from kbuild.variants import Variant, find_torch
+from kbuild.core.errors import KbuildError
+from kbuild.model import cuda
+from kbuild.model.manifest import load_manifest
+from kbuild.model.variants import Variant, find_torch
+from kbuild.testing.runner import run_tests
 
 REPO = Path(__file__).resolve().parents[2]
 CU130 = "torch214-cxx11-cu130-x86_64-linux"
@@ -264,9 +265,15 @@ def test_publish_refuses_a_build_for_the_local_gpu_only(cuda_kernel):
 
 def test_build_test_and_generate_take_all_capabilities(cuda_kernel, monkeypatch):
     calls: list[tuple[str, bool]] = []
-    monkeypatch.setattr("kbuild.build.build_kernel", lambda *a, **k: calls.append(("build", k["all_capabilities"])))
-    monkeypatch.setattr("kbuild.build.generate_only", lambda *a, **k: calls.append(("generate", k["all_capabilities"])))
-    monkeypatch.setattr("kbuild.testing.run_tests", lambda *a, **k: calls.append(("test", k["all_capabilities"])) or 0)
+    monkeypatch.setattr(
+        "kbuild.build.builder.build_kernel", lambda *a, **k: calls.append(("build", k["all_capabilities"]))
+    )
+    monkeypatch.setattr(
+        "kbuild.build.builder.generate_only", lambda *a, **k: calls.append(("generate", k["all_capabilities"]))
+    )
+    monkeypatch.setattr(
+        "kbuild.testing.runner.run_tests", lambda *a, **k: calls.append(("test", k["all_capabilities"])) or 0
+    )
     for command in ("build", "generate", "test"):
         assert main([command, str(cuda_kernel)]) == 0
         assert main([command, str(cuda_kernel), "--all-capabilities"]) == 0

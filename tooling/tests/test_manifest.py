@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from kbuild.cli import main
-from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest, upgrade_file
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import load_manifest, upgrade_file
 
 
 def rewrite(kernel_dir: Path, old: str, new: str) -> None:
@@ -175,7 +175,7 @@ FORMAT_KEYS = {
 
 
 def test_the_schema_classes_have_exactly_the_keys_of_the_format():
-    from kbuild.manifest import (
+    from kbuild.model.manifest import (
         CudaGeneral,
         General,
         Hub,
@@ -188,7 +188,7 @@ def test_the_schema_classes_have_exactly_the_keys_of_the_format():
         TvmFfiSpec,
         XpuGeneral,
     )
-    from kbuild.schema import fields_of
+    from kbuild.model.schema import fields_of
 
     classes = {
         "general": General,

@@ -10,7 +10,7 @@ from manifest_fuzz import run
 from minimal_manifest import MINIMAL_BUILD_TOML
 
 from kbuild.cli import main
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 QUICK_SEEDS = range(2400)
 SLOW_SEEDS = range(2400, 42400)

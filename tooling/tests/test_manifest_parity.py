@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from manifest_fuzz import DATA, kernel_folder
 
-from kbuild.errors import KbuildError
-from kbuild.manifest import STRICTER, load_manifest
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import STRICTER, load_manifest
 
 kernels_rust = pytest.importorskip("kernels._rust")
 

@@ -1,4 +1,4 @@
-"""kbuild.matrix: supported variants filtered by build.toml, change detection through git,
+"""kbuild.model.matrix: supported variants filtered by build.toml, change detection through git,
 stable output."""
 
 import json
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import cuda, gitrepo
-from kbuild.errors import KbuildError
-from kbuild.matrix import (
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.model import cuda
+from kbuild.model.matrix import (
     VARIANTS_FILE,
     changed_kernels,
     kernel_dirs,

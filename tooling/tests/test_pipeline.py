@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from kbuild import gitrepo
-from kbuild.build import build_kernel
+from kbuild.build.builder import build_kernel
+from kbuild.core import gitrepo
 from kbuild.pipeline import KernelResult, format_table, load_command, publish_locally
 
 LOAD = (

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from kbuild.tomlcompat import tomllib
+from kbuild.core.tomlcompat import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 # Each hook of .pre-commit-config.yaml and the command of scripts/test.sh that checks the same without

@@ -1,4 +1,4 @@
-"""kbuild.publish end to end: through huggingface_hub's real HfApi against a Hub stand-in on
+"""kbuild.release.execute end to end: through huggingface_hub's real HfApi against a Hub stand-in on
 127.0.0.1 (tests/fake_hub.py), and into a local hub folder that `kernels` then loads from."""
 
 import json
@@ -14,12 +14,12 @@ from fake_hub import FakeHub
 from huggingface_hub import HfApi
 from kernel_card import render_card
 
-from kbuild import gitrepo
-from kbuild.card import DEFAULT_TEMPLATE
-from kbuild.errors import KbuildError
-from kbuild.inputs import input_digest
-from kbuild.manifest import load_manifest
-from kbuild.publish import describe, prepare_release, publish_to_folder, publish_to_hub
+from kbuild.card.content import DEFAULT_TEMPLATE
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.model.inputs import input_digest
+from kbuild.model.manifest import load_manifest
+from kbuild.release.execute import describe, prepare_release, publish_to_folder, publish_to_hub
 
 V212 = "torch212-cxx11-cpu-x86_64-linux"
 V213 = "torch213-cxx11-cpu-x86_64-linux"
@@ -245,8 +245,8 @@ def test_folder_publish_replaces_variants(kernel, tmp_path):
 def built_relu(relu_copy: Path) -> Path:
     """The session's copy of kernels/relu with its CPU variant (built once a session, shared with
     test_build and the other tests of relu_copy)."""
-    from kbuild.build import build_kernel
-    from kbuild.variants import detect_variant
+    from kbuild.build.builder import build_kernel
+    from kbuild.model.variants import detect_variant
 
     build_kernel(relu_copy, detect_variant("cpu").name, log=_quiet)
     return relu_copy

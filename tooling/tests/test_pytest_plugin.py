@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kbuild.build import build_kernel
+from kbuild.build.builder import build_kernel
 
 REPO_ID = "kernels-community/relu"
 ALIAS_TEST = """\

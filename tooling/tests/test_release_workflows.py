@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbuild.staging import staging_repo
+from kbuild.release.staging_repo import staging_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGING = ROOT / ".github" / "workflows" / "pr-staging.yml"
@@ -110,14 +110,14 @@ def test_staging_matrix_is_computed_by_the_base_branchs_kbuild():
     assert install < pull, "kbuild is installed before the pull request's tree is checked out"
     script = next(s for s in steps if s.get("id") == "matrix")["run"]
     assert 'kbuild matrix --changed-since "origin/$DEFAULT_BRANCH"' in script
-    assert "python -I -m kbuild.staging" in script
+    assert "python -I -m kbuild.release.staging_repo" in script
 
 
 def test_staging_repository_names():
     assert staging_repo("kernels-community/relu") == "kernels-community-staging/relu"
     assert staging_repo("kernels-community/relu", "my-org") == "my-org/relu"
     completed = subprocess.run(
-        [sys.executable, "-m", "kbuild.staging", str(ROOT)],
+        [sys.executable, "-m", "kbuild.release.staging_repo", str(ROOT)],
         input=json.dumps([{"kernel": "relu", "path": "kernels/relu"}]),
         env={**os.environ, "STAGING_ORG": "me"},
         cwd=ROOT,
@@ -141,7 +141,7 @@ def test_staging_targets_the_base_branchs_repository_not_the_pull_requests(tmp_p
     kernels = [{"kernel": "relu", "path": "kernels/relu"}, {"kernel": "new-op", "path": "kernels/new-op"}]
     environment = {k: v for k, v in os.environ.items() if k != "STAGING_ORG"}
     completed = subprocess.run(
-        [sys.executable, "-I", "-m", "kbuild.staging", str(ROOT)],
+        [sys.executable, "-I", "-m", "kbuild.release.staging_repo", str(ROOT)],
         input=json.dumps(kernels),
         env=environment,
         cwd=pull,
@@ -153,7 +153,7 @@ def test_staging_targets_the_base_branchs_repository_not_the_pull_requests(tmp_p
     staged = {entry["kernel"]: entry["staging"] for entry in json.loads(completed.stdout)}
     assert staged == {"relu": "kernels-community-staging/relu", "new-op": "kernels-community-staging/new-op"}
     script = next(s for s in _load(STAGING)["jobs"]["matrix"]["steps"] if s.get("id") == "matrix")["run"]
-    assert "python -I -m kbuild.staging .." in script  # the base branch's checkout, above `pr/`
+    assert "python -I -m kbuild.release.staging_repo .." in script  # the base branch's checkout, above `pr/`
 
 
 def _approved_commit(tmp_path: Path, **env: str) -> tuple[int, str, str]:

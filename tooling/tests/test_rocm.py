@@ -1,4 +1,4 @@
-"""kbuild.rocm: hipify, device-only compiles for gfx942 with clang-19, the MFMA assembly check.
+"""kbuild.build.rocm: hipify, device-only compiles for gfx942 with clang-19, the MFMA assembly check.
 
 Compiling tests need clang-19 with the HIP headers (`apt-get install clang-19 lld-19
 libamdhip64-dev rocm-device-libs`; CI installs them) and skip with that reason when it is missing.
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import rocm
+from kbuild.build import rocm
 from kbuild.cli import main
-from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 needs_clang = pytest.mark.skipif(
@@ -109,7 +109,7 @@ def test_hipify_translates_cuda_runtime_names(tmp_path):
     assert "#include <hip/hip_runtime.h>" in out
     assert "hipStream_t stream" in out and "hipGetLastError() == hipSuccess" in out
     assert "cuda" not in out.split("\n", 1)[1]  # below the breadcrumb line
-    assert out.startswith("// hipified by kbuild.rocm from k.cu")
+    assert out.startswith("// hipified by kbuild.build.rocm from k.cu")
 
 
 def test_hipify_rewrites_only_on_change(tmp_path):

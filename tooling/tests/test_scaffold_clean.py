@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from kbuild.backends import SCAFFOLDED
 from kbuild.cli import main
+from kbuild.model.backends import SCAFFOLDED
 
 BIN = Path(sys.executable).parent
 # Names whose files sort before and after registration.h and torch_binding.h, the shortest and the

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from kbuild.build import build_kernel, build_lock, generate_only
-from kbuild.card import DEFAULT_TEMPLATE
-from kbuild.checks import check_kernel
+from kbuild.build.builder import build_kernel, build_lock, generate_only
+from kbuild.card.content import DEFAULT_TEMPLATE
+from kbuild.check.kernel_checks import check_kernel
 from kbuild.cli import main
-from kbuild.errors import KbuildError
-from kbuild.inputs import input_digest
-from kbuild.manifest import load_manifest
+from kbuild.core.errors import KbuildError
+from kbuild.model.inputs import input_digest
+from kbuild.model.manifest import load_manifest
 from kbuild.pipeline import publish_locally
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,7 +200,7 @@ def test_hub_branch_in_build_toml_is_a_plain_branch_name(noarch, tmp_path, branc
 
 
 def test_valid_repo_ids():
-    from kbuild.hubid import repo_id_problem
+    from kbuild.core.hubid import repo_id_problem
 
     for repo_id in ("kernels-community/relu", "a/b", "Org_1/name.v2", "o/" + "n" * 96):
         assert repo_id_problem(repo_id) is None, repo_id
@@ -308,7 +308,7 @@ def test_two_concurrent_builds_of_one_kernel_both_succeed(tmp_path):
 
 
 def test_scrub_masks_tokens_authorization_values_and_url_passwords(monkeypatch):
-    from kbuild.redact import scrub
+    from kbuild.core.redact import scrub
 
     monkeypatch.setenv("HF_TOKEN", "plain-token-without-prefix")
     text = (

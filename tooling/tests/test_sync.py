@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from kbuild import cli, filemap, gitrepo
-from kbuild.errors import KbuildError
-from kbuild.sync import sync_kernel, upstream_status
-from kbuild.upstream import FileMapping, Upstream, load_upstream
+from kbuild import cli
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.sync import filemap
+from kbuild.sync.kernel_sync import sync_kernel, upstream_status
+from kbuild.sync.upstream import FileMapping, Upstream, load_upstream
 
 Edits = tuple[tuple[str, str], ...]  # text replacements a test patch makes
 IDENTITY = [

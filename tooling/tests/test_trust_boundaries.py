@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from kbuild.apicheck import probe
 from kbuild.cli import main
-from kbuild.cuda import threads_flags
-from kbuild.errors import KbuildError
-from kbuild.published import open_source
-from kbuild.verify import bundle_problems
+from kbuild.core.errors import KbuildError
+from kbuild.model.cuda import threads_flags
+from kbuild.release.api_compat import probe
+from kbuild.release.published_repos import open_source
+from kbuild.release.verify import bundle_problems
 
 TOKEN = "hf_trustboundariesTESTtoken0123456789"
 ATTACKS = Path(__file__).parent / "data" / "attacks"
@@ -207,7 +207,7 @@ NOARCH_BUILD_TOML = (
 def test_verify_finds_a_build_changed_after_signing_with_its_digests_recomputed(tmp_path, capsys):
     """Finding 5: a tampered build whose metadata.json digests were recomputed passed `verify`: the
     bundle was parsed, never compared with metadata.json."""
-    from kbuild.build import build_kernel
+    from kbuild.build.builder import build_kernel
 
     kernel = tmp_path / "demo"
     (kernel / "torch-ext" / "demo").mkdir(parents=True)

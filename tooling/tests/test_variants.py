@@ -1,7 +1,7 @@
 import pytest
 
-from kbuild.errors import KbuildError
-from kbuild.variants import NOARCH, STABLE_ABI, Variant, detect_variant
+from kbuild.core.errors import KbuildError
+from kbuild.model.variants import NOARCH, STABLE_ABI, Variant, detect_variant
 
 NAMES = [
     "torch211-cxx11-cu130-x86_64-linux",

@@ -14,9 +14,9 @@ from fake_hub import FakeHub
 from huggingface_hub import CommitOperationAdd, HfApi
 from packaging.version import Version
 
-from kbuild import gitrepo
-from kbuild.build import build_kernel
+from kbuild.build.builder import build_kernel
 from kbuild.cli import main
+from kbuild.core import gitrepo
 from kbuild.pipeline import publish_locally
 
 AUTHOR = ["-c", "user.name=t", "-c", "user.email=t@t"]

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbuild.manifest import NAME_PATTERN
-from kbuild.matrix import kernel_dirs, load_supported, matrix
+from kbuild.model.manifest import NAME_PATTERN
+from kbuild.model.matrix import kernel_dirs, load_supported, matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))

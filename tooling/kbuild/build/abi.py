@@ -23,12 +23,12 @@ from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 from packaging.version import Version
 
-from kbuild.errors import KbuildError
-from kbuild.findings import Finding
+from kbuild.core.errors import KbuildError
+from kbuild.core.findings import Finding
 
 # manylinux_2_28 (AlmaLinux 8: glibc 2.28, GCC 8 runtime): newest version allowed per namespace.
 MANYLINUX_2_28 = {"GLIBC": "2.28", "GLIBCXX": "3.4.24", "CXXABI": "1.3.11", "GCC": "7.0.0"}
-LIMITED_API_FILE = Path(__file__).parent / "data" / "python-abi3-3.9.txt"
+LIMITED_API_FILE = Path(__file__).parents[1] / "data" / "python-abi3-3.9.txt"
 STABLE_ABI_PREFIX = "torch-stable-abi"
 # A C++ qualified name in one of torch's unstable namespaces; `torch::stable::` is the stable ABI.
 UNSTABLE_TORCH_NAME = re.compile(r"(?<![\w:])(?:c10|at|torch(?!::stable::))::")

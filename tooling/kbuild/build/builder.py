@@ -20,15 +20,18 @@ from typing import Any
 
 from packaging.version import Version
 
-from kbuild import __version__, abi, backends, cutlass, gitrepo, locks, paths
-from kbuild.checks import require_cpp_registration
-from kbuild.compiling import run_ninja
-from kbuild.errors import KbuildError
-from kbuild.generate import Project, ops_name, render_ops, write_project
-from kbuild.inputs import input_digest, rebuild_fix, uid_of
-from kbuild.manifest import Manifest, load_manifest
-from kbuild.redact import say
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
+from kbuild import __version__
+from kbuild.build import abi, cutlass
+from kbuild.build.cmake_project import Project, ops_name, render_ops, write_project
+from kbuild.build.ninja import run_ninja
+from kbuild.check.kernel_checks import require_cpp_registration
+from kbuild.core import gitrepo, locks, paths
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import say
+from kbuild.model import backends
+from kbuild.model.inputs import input_digest, rebuild_fix, uid_of
+from kbuild.model.manifest import Manifest, load_manifest
+from kbuild.model.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
 Log = Callable[[str], None]
 SKIPPED_PARTS = {"__pycache__"}

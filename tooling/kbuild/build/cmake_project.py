@@ -16,17 +16,19 @@ from pathlib import Path
 import jinja2
 from packaging.version import Version
 
-from kbuild import backends, cmakelang, cutlass, extension_name, paths
-from kbuild.errors import KbuildError
-from kbuild.manifest import KernelSpec, Manifest
-from kbuild.variants import STABLE_ABI, TorchInstall, Variant
+from kbuild.build import cutlass, extension_name
+from kbuild.core import paths
+from kbuild.core.errors import KbuildError
+from kbuild.model import backends, cmakelang
+from kbuild.model.manifest import KernelSpec, Manifest
+from kbuild.model.variants import STABLE_ABI, TorchInstall, Variant
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("kbuild", "templates/project"),
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
 )
-# CMakeLists.txt: every value goes through kbuild.cmakelang, and the template refuses any other.
+# CMakeLists.txt: every value goes through kbuild.model.cmakelang, and the template refuses any other.
 CMAKE_TEMPLATES = TEMPLATES.overlay(finalize=cmakelang.only_arguments)
 CMAKE_TEMPLATES.filters.update(
     cmake=cmakelang.argument,
@@ -82,7 +84,7 @@ class Project:
     variant: Variant
     ops_name: str
     build_dir: Path
-    digest: str  # of the build's inputs (kbuild.inputs.input_digest), computed once per command
+    digest: str  # of the build's inputs (kbuild.model.inputs.input_digest), computed once per command
     # The local GPUs' capabilities to compile for instead of each kernel's full list; () = the full list.
     gpu_capabilities: tuple[str, ...] = ()
     # One arch per distinct code path of each kernel's sources (CI's compile check), not the full list.
@@ -136,7 +138,7 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
         if path.suffix not in COMPILED_SUFFIXES:
             continue  # headers: listed for dependency tracking by the compiler's depfiles
         if backend.hipify and path.suffix == ".cu":
-            from kbuild import rocm
+            from kbuild.build import rocm
 
             hipified = project.generated_dir / "hipified" / Path(rel).with_suffix(".hip")
             paths.real_dir(kernel_dir, hipified.parent.relative_to(kernel_dir))

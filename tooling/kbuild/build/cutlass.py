@@ -21,11 +21,11 @@ import re
 import shutil
 from pathlib import Path
 
-from kbuild import gitrepo, locks
-from kbuild.errors import KbuildError
-from kbuild.manifest import KernelSpec
-from kbuild.redact import say
-from kbuild.variants import major_minor
+from kbuild.core import gitrepo, locks
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import say
+from kbuild.model.manifest import KernelSpec
+from kbuild.model.variants import major_minor
 
 # The release each dependency name builds with: kernel-builder's pins up to 4.0, the first
 # release of the minor for the newer ones.

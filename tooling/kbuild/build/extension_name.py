@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kbuild.inputs import EXTENSION_NAME as NAME
-from kbuild.inputs import SOURCE_SUFFIXES, build_inputs, code_of
-from kbuild.manifest import Manifest
+from kbuild.model.inputs import EXTENSION_NAME as NAME
+from kbuild.model.inputs import SOURCE_SUFFIXES, build_inputs, code_of
+from kbuild.model.manifest import Manifest
 
 # The first argument of the macros registration.h defines; the name as any other token is a use.
 _REGISTRATION_ARGUMENT = re.compile(

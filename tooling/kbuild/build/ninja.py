@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 Log = Callable[[str], None]
 # Ninja writes a failed command's output at once; this long a silence after it ends it.

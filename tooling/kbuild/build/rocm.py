@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from kbuild import paths
-from kbuild.compiling import first_error
-from kbuild.errors import KbuildError
-from kbuild.manifest import KernelSpec, Manifest
+from kbuild.build.ninja import first_error
+from kbuild.core import paths
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import KernelSpec, Manifest
 
 CLANG = "clang++-19"
 ASSEMBLER = "llvm-mc-19"
@@ -41,8 +41,8 @@ DEVICE_FLAGS = [
 HIPIFIED_SUFFIXES = {".cu": ".hip", ".cuh": ".cuh"}  # CUDA sources and headers hipify renames
 FP8_MFMA_PATTERN = r"v_mfma_f32_\w+_fp8_fp8"
 # Stand-ins for HIP headers newer than Debian's HIP 5.2.3 (searched after the real ones).
-COMPAT_INCLUDE = Path(__file__).parent / "data" / "rocm_compat"
-HIPIFY_BREADCRUMB = "// hipified by kbuild.rocm from {source}: edit the CUDA source, not this file\n"
+COMPAT_INCLUDE = Path(__file__).parents[1] / "data" / "rocm_compat"
+HIPIFY_BREADCRUMB = "// hipified by kbuild.build.rocm from {source}: edit the CUDA source, not this file\n"
 
 _FUNCTION_TYPE = re.compile(r"^\s*\.type\s+([^,\s]+)\s*,\s*@function")
 _LABEL = re.compile(r"^([^\s:;]+):")
@@ -95,7 +95,7 @@ def _torch_hipify() -> ModuleType:
     ):
         if not hasattr(hipify_python, name):
             raise KbuildError(
-                f"this torch's torch.utils.hipify has no {name}; kbuild.rocm.hipify relies on it",
+                f"this torch's torch.utils.hipify has no {name}; kbuild.build.rocm.hipify relies on it",
                 fix="use a torch release from 2.4 on, or update kbuild/rocm.py for this torch",
             )
     return hipify_python
@@ -358,7 +358,7 @@ def compile_kernel(
     compiled but not checked, and at least one source must define one. Returns one report line
     per compiled source. missing_ok: a kernel without ROCm sources is reported and skipped
     instead of an error."""
-    from kbuild.manifest import load_manifest
+    from kbuild.model.manifest import load_manifest
 
     manifest = load_manifest(kernel_dir)
     if missing_ok and not manifest.kernels_for("rocm"):

@@ -6,18 +6,18 @@ from pathlib import Path
 
 import jinja2
 
-from kbuild.backends import BY_NAME, SCAFFOLDED
-from kbuild.errors import KbuildError
-from kbuild.hubid import check_repo_id
-from kbuild.manifest import ALL_BACKENDS, BACKEND_WORDS, KERNEL_TABLE_NAME, NAME_PATTERN
-from kbuild.schema import one_of
+from kbuild.core.errors import KbuildError
+from kbuild.core.hubid import check_repo_id
+from kbuild.model.backends import BY_NAME, SCAFFOLDED
+from kbuild.model.manifest import ALL_BACKENDS, BACKEND_WORDS, KERNEL_TABLE_NAME, NAME_PATTERN
+from kbuild.model.schema import one_of
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("kbuild", "templates"),
     keep_trailing_newline=True,
     undefined=jinja2.StrictUndefined,
 )
-CARD_TEMPLATE = Path(__file__).parent / "templates" / "card" / "CARD.md.j2"
+CARD_TEMPLATE = Path(__file__).parents[1] / "templates" / "card" / "CARD.md.j2"
 
 
 def _files(python_name: str, chosen: list[str]) -> dict[str, str]:

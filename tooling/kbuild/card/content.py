@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbuild import card_render, paths
-from kbuild.backends import CPU, CUDA, GPU_DEVICE, ROCM
-from kbuild.errors import KbuildError
-from kbuild.manifest import Manifest
-from kbuild.variants import BuiltVariant, Variant
+from kbuild.card import sandbox_parent
+from kbuild.core import paths
+from kbuild.core.errors import KbuildError
+from kbuild.model.backends import CPU, CUDA, GPU_DEVICE, ROCM
+from kbuild.model.manifest import Manifest
+from kbuild.model.variants import BuiltVariant, Variant
 
-DEFAULT_TEMPLATE = Path(__file__).parent / "templates" / "card" / "CARD.md.j2"
+DEFAULT_TEMPLATE = Path(__file__).parents[1] / "templates" / "card" / "CARD.md.j2"
 # Licenses the Hub knows by id (lower case); anything else is published as `other`.
 HUB_LICENSES = {
     "apache-2.0",
@@ -121,7 +122,7 @@ def render_card(
 ) -> str:
     """Render the kernel's CARD.md. Links to benchmark plots are relative to `link_base` when
     given (e.g. the folder of a copy under docs/), else to the kernel folder (the Hub layout).
-    `ci_variants`: those the release workflow builds (kbuild.matrix.ci_variants); `repo_id`: the
+    `ci_variants`: those the release workflow builds (kbuild.model.matrix.ci_variants); `repo_id`: the
     repository published to (default: build.toml's); `published`: the variants on its version
     branch after the upload (default: those built under `build/`)."""
     template_path = manifest.kernel_dir / "CARD.md"
@@ -134,7 +135,7 @@ def render_card(
     text = card_text(manifest.kernel_dir)
     context = card_context(manifest, link_base, repo_id=repo_id, published=published, ci_variants=ci_variants)
     filters = {"hub_license": hub_license, "docstring": docstring_markdown}
-    return card_render.render(text, template_path, context, filters)
+    return sandbox_parent.render(text, template_path, context, filters)
 
 
 def card_text(kernel_dir: Path) -> str:

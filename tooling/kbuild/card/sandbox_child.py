@@ -1,4 +1,4 @@
-"""The child process of kbuild.card_render: sets its limits, reads the card, its context and
+"""The child process of kbuild.card.sandbox_parent: sets its limits, reads the card, its context and
 filters (pickled by the parent) from stdin, renders it in Jinja's immutable sandbox and answers
 on stdout in JSON (nothing the parent would execute): {"text": ..., "unknown": [[name, line], ...]}
 or {"error": [message, line, fix]}, the message null when the card ran out of memory. A card is

@@ -1,4 +1,4 @@
-"""Rendering a contributor's CARD.md in a child process (kbuild.card_sandbox) bounded in time
+"""Rendering a contributor's CARD.md in a child process (kbuild.card.sandbox_child) bounded in time
 (a wall-clock timeout and a CPU-time limit) and memory (an address-space limit).
 
 Jinja's sandbox keeps a card from Python internals; the bounds keep it from the machine: a
@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 SECONDS = 10
 MEMORY_BYTES = 256 << 20
-_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kbuild.card_sandbox import main; main()"
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kbuild.card.sandbox_child import main; main()"
 _GROWS = "a card shows its data: drop repetition, arithmetic or loops that grow without bound"
 
 

@@ -1,7 +1,7 @@
 """What a kernel's card points a Hub visitor to that the visitor cannot open (a `kbuild check` rule).
 
 The rendered card is the README of the Hub repository's main branch, which holds only the card
-and the benchmark plots it shows (kbuild.publish). A relative link or image in it must name one
+and the benchmark plots it shows (kbuild.release.execute). A relative link or image in it must name one
 of those. A code span that names a file of the kernel folder or of its repository (like
 `examples/run.py`) sends the visitor to a file the Hub does not have either. The fix is a link to
 the file in the source repository (build.toml's `[general] source`), or leaving it out.
@@ -16,12 +16,12 @@ from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
 
-from kbuild import gitrepo
-from kbuild.card import card_text, published_plots, render_card
-from kbuild.errors import KbuildError
-from kbuild.findings import Finding
-from kbuild.manifest import load_manifest
-from kbuild.matrix import ci_variants
+from kbuild.card.content import card_text, published_plots, render_card
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.core.findings import Finding
+from kbuild.model.manifest import load_manifest
+from kbuild.model.matrix import ci_variants
 
 
 def published_on_main(kernel_dir: Path) -> set[str]:

@@ -1,5 +1,5 @@
 """Source checks of a kernel: manifest, layout, the op-registration rule of the Kernel Hub, and the
-links of its card (kbuild.card_links)."""
+links of its card (kbuild.check.card_links)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import ast
 import re
 from pathlib import Path
 
-from kbuild.card_links import check_card_links
-from kbuild.errors import KbuildError, ManifestError
-from kbuild.findings import Finding
-from kbuild.hubid import branch_problem, repo_id_problem
-from kbuild.inputs import EXTENSION_NAME, SOURCE_SUFFIXES, blank, build_inputs, code_of
-from kbuild.manifest import Manifest, load_manifest
+from kbuild.check.card_links import check_card_links
+from kbuild.core.errors import KbuildError, ManifestError
+from kbuild.core.findings import Finding
+from kbuild.core.hubid import branch_problem, repo_id_problem
+from kbuild.model.inputs import EXTENSION_NAME, SOURCE_SUFFIXES, blank, build_inputs, code_of
+from kbuild.model.manifest import Manifest, load_manifest
 
 REGISTERING_DECORATORS = {
     "custom_op",

@@ -1,5 +1,5 @@
-"""What a check reports: a problem at a place in a file, shared by the source checks (kbuild.checks)
-and the binary ABI check (kbuild.abi)."""
+"""What a check reports: a problem at a place in a file, shared by the source checks (kbuild.check.kernel_checks)
+and the binary ABI check (kbuild.build.abi)."""
 
 from __future__ import annotations
 

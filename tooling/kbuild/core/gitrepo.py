@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kbuild.errors import KbuildError
-from kbuild.redact import scrub
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import scrub
 
 Process = subprocess.CompletedProcess[bytes]
 # The transports kbuild fetches over; git refuses the others (ext::, fd::, git://, http://)
@@ -177,7 +177,7 @@ def kernel_state(directory: Path) -> dict[str, Any] | None:
     return {"commit": commit, "state": state, "dirty": state != "clean"}
 
 
-# --- upstream sync (kbuild.sync): fetch into a cache, read trees and blobs, apply patches ---
+# --- upstream sync (kbuild.sync.kernel_sync): fetch into a cache, read trees and blobs, apply patches ---
 
 _FAILED_HUNK = re.compile(r"^error: patch failed: (?P<file>.+):(?P<line>\d+)$", re.MULTILINE)
 _HUNK_HEADER = re.compile(r"^@@ -(?P<line>\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")

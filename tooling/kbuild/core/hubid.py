@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 MAX_PART = 96
 _PART = re.compile(r"[A-Za-z0-9._-]+")

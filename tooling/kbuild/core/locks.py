@@ -8,7 +8,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from kbuild import paths
+from kbuild.core import paths
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path, PurePath, PurePosixPath
 
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 
 def clean_relative(rel: str | PurePath, *, what: str = "path", file: Path | str | None = None) -> PurePosixPath:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from kbuild import code_paths, cuda
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
+from kbuild.model import code_paths, cuda
 
 if TYPE_CHECKING:
-    from kbuild.manifest import KernelSpec, Manifest
+    from kbuild.model.manifest import KernelSpec, Manifest
 
 _TORCH_LIBRARIES = ("c10", "torch", "torch_cpu")
 

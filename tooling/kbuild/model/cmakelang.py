@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from kbuild.errors import KbuildError
-from kbuild.schema import show
+from kbuild.core.errors import KbuildError
+from kbuild.model.schema import show
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LIST_SYNTAX = {
@@ -102,4 +102,4 @@ def only_arguments(value: object) -> Argument:
     """The template's `finalize`: an expression that did not pass through this module is a kbuild bug."""
     if isinstance(value, Argument):
         return value
-    raise TypeError(f"a template value was not written by kbuild.cmakelang: {value!r}")
+    raise TypeError(f"a template value was not written by kbuild.model.cmakelang: {value!r}")

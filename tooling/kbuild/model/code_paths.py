@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbuild import cuda
+from kbuild.model import cuda
 
 if TYPE_CHECKING:
-    from kbuild.manifest import KernelSpec
+    from kbuild.model.manifest import KernelSpec
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)

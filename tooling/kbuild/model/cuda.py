@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 # torch.utils.cpp_extension.COMMON_NVCC_FLAGS without the defines that switch off the half and
 # bfloat16 operators and conversions (kernel-builder removes those), then kernel-builder's own

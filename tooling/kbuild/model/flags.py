@@ -2,7 +2,7 @@
 the file and folder names a build.toml gives (`src`, `include`, the kernel folder).
 
 A flag reaches the compiler as written, one argument each, so it may hold nothing that CMake
-would read as syntax (kbuild.cmakelang), must not be one of the compile options that CMake
+would read as syntax (kbuild.model.cmakelang), must not be one of the compile options that CMake
 rewrites, must not choose a program the compiler runs or loads, and every file or folder it
 names must lie inside the kernel folder (the containment `src` and `include` have). Flags run
 in the build folder `<kernel>/.kbuild/<variant>/`, so relative paths are read from there.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kbuild import cmakelang
-from kbuild.schema import Problem, show
+from kbuild.model import cmakelang
+from kbuild.model.schema import Problem, show
 
 # Options whose value (attached, after `=`, or the next flag) is a file or folder.
 PATH_OPTIONS = (

@@ -13,9 +13,9 @@ import json
 import re
 from pathlib import Path
 
-from kbuild import paths
-from kbuild.errors import KbuildError
-from kbuild.manifest import Manifest
+from kbuild.core import paths
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import Manifest
 
 EXTENSION_NAME = "TORCH_EXTENSION_NAME"
 # Comments, string and character literals of C, C++, CUDA and HIP source.
@@ -113,8 +113,8 @@ def require_fresh(manifest: Manifest, variant_dir: Path, *, digest: str | None =
 
 def rebuild_fix(manifest: Manifest, variant: str) -> str:
     """How to rebuild `variant` as a release has it: that variant, every capability build.toml lists."""
-    from kbuild import backends
-    from kbuild.variants import Variant
+    from kbuild.model import backends
+    from kbuild.model.variants import Variant
 
     flags = f" --variant {variant}"
     if backends.get(Variant.parse(variant).backend).local_gpus is not None:

@@ -5,7 +5,7 @@ upgraded in memory; the 2025 format (`[general] universal = ...`) is edition 2 a
 upgraded in memory too, with a warning that says what to add. `upgrade_file` persists it.
 
 To add a key, add a field to its table's class below: the validator, its errors and the
-schema test all follow from the field (see kbuild.schema).
+schema test all follow from the field (see kbuild.model.schema).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbuild import flags
-from kbuild.backends import COMPILED, EXPERIMENTAL
-from kbuild.errors import ManifestError, UsageError
-from kbuild.schema import (
+from kbuild.core.errors import ManifestError, UsageError
+from kbuild.core.tomlcompat import tomllib
+from kbuild.model import flags
+from kbuild.model.backends import COMPILED, EXPERIMENTAL
+from kbuild.model.schema import (
     Checked,
     Key,
     Problem,
@@ -36,7 +37,6 @@ from kbuild.schema import (
     show,
     table_name,
 )
-from kbuild.tomlcompat import tomllib
 
 CURRENT_EDITION = 5
 BACKENDS = COMPILED

@@ -14,13 +14,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from kbuild import backends, cuda, gitrepo
-from kbuild.errors import KbuildError
-from kbuild.manifest import Manifest, TorchSpec, load_manifest
-from kbuild.tomlcompat import tomllib
-from kbuild.variants import COMPILED, NOARCH, STABLE_ABI, BuiltVariant, Variant, major_minor
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.core.tomlcompat import tomllib
+from kbuild.model import backends, cuda
+from kbuild.model.manifest import Manifest, TorchSpec, load_manifest
+from kbuild.model.variants import COMPILED, NOARCH, STABLE_ABI, BuiltVariant, Variant, major_minor
 
-VARIANTS_FILE = Path(__file__).parent / "data" / "variants.toml"
+VARIANTS_FILE = Path(__file__).parents[1] / "data" / "variants.toml"
 # A change here rebuilds every kernel: the build library itself.
 TOOLING_PATHS = ("tooling/", "pyproject.toml")
 

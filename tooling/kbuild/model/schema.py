@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kbuild.errors import ManifestError
+from kbuild.core.errors import ManifestError
 
 T = TypeVar("T")
 # A rule looks at one value and returns None, or (what is wrong, how to fix it).

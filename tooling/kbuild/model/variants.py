@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbuild import backends
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
+from kbuild.model import backends
 
 COMPILED, STABLE_ABI, NOARCH = "compiled", "stable-abi", "noarch"
 

@@ -1,7 +1,7 @@
 """The public API of a kernel build, and whether a new build breaks the published one.
 
 The API of a build is read from the build itself, each loaded in an interpreter of its own
-(kbuild/api_probe.py): the ops registered in its namespace with their schemas, the Python
+(kbuild/release/api_dump.py): the ops registered in its namespace with their schemas, the Python
 package's public names (`__all__`) with their signatures, and the layers (`<package>.layers`)
 with the signatures of their `forward`. A new build breaks an old one when it removes any of
 them, changes what kind of object a name is, or changes a signature so that a call that worked
@@ -21,15 +21,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbuild.childenv import without_credentials
-from kbuild.errors import KbuildError
-from kbuild.redact import say, scrub
+from kbuild.core.childenv import without_credentials
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import say, scrub
 
 if TYPE_CHECKING:
-    from kbuild.publish import Release
-    from kbuild.published import Source
+    from kbuild.release.execute import Release
+    from kbuild.release.published_repos import Source
 
-PROBE = Path(__file__).with_name("api_probe.py")
+PROBE = Path(__file__).with_name("api_dump.py")
 POSITIONAL = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
 VARIADIC = ("VAR_POSITIONAL", "VAR_KEYWORD")
 
@@ -183,10 +183,10 @@ def api_check(
     """`kbuild api-check`: build the working tree (unless `build` is False: then its existing
     build must be fresh), compare it with the newest build of its major version in `against`
     (default: the kernel's Hub repository); print one line per break; return 0 or 1 (breaks)."""
-    from kbuild.build import build_kernel, resolve_variant
-    from kbuild.inputs import require_fresh
-    from kbuild.manifest import load_manifest
-    from kbuild.published import open_source
+    from kbuild.build.builder import build_kernel, resolve_variant
+    from kbuild.model.inputs import require_fresh
+    from kbuild.model.manifest import load_manifest
+    from kbuild.release.published_repos import open_source
 
     manifest = load_manifest(kernel_dir)
     against = against or manifest.repo_id
@@ -242,7 +242,7 @@ def guard_release(
     """Compare each variant of `release` that loads here with its build on the existing version
     branch of `source`. A break stops the release unless `allow_breaking`, which publishes it
     with the breaks named in the commit messages."""
-    from kbuild.published import version_of
+    from kbuild.release.published_repos import version_of
 
     major = version_of(release.branch)
     if not major or release.branch not in source.branches():
@@ -280,7 +280,7 @@ def guard_release(
 
 def _loads_here(variant: str) -> bool:
     """Whether `variant` is this environment's (its builds can be loaded and compared here)."""
-    from kbuild.variants import NOARCH, Variant, detect_variant
+    from kbuild.model.variants import NOARCH, Variant, detect_variant
 
     try:
         parsed = Variant.parse(variant)

@@ -1,6 +1,6 @@
 """Load one built variant in this (fresh) interpreter and print its public API as JSON.
 
-Run by kbuild.apicheck as `python api_probe.py VARIANT_DIR`: a standalone script (no kbuild
+Run by kbuild.release.api_compat as `python api_dump.py VARIANT_DIR`: a standalone script (no kbuild
 import), so that each build loads in a process of its own and two builds of one kernel never
 share a namespace. Prints {"variant", "package", "namespace", "ops", "python", "layers"}:
 `ops` maps each op registered in the build's namespace (`name` or `name.overload`) to its schema

@@ -1,6 +1,6 @@
 """Publishing built variants: to a Hub kernel repository (the only module that talks to the
 Hub, through huggingface_hub's HfApi), or to a local hub folder of git repositories (through
-kbuild.gitrepo).
+kbuild.core.gitrepo).
 
 Layout of both: branch `v<version>` holds `build/<variant>/...` and
 `benchmarks/benchmark*.py`; `main` holds the rendered card as `README.md` (plus the benchmark plot
@@ -22,19 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbuild import gitrepo, locks, paths
-from kbuild.abi import check_abi
-from kbuild.apicheck import guard_release
-from kbuild.build import require_all_capabilities
-from kbuild.card import published_plots, render_card
-from kbuild.errors import KbuildError
-from kbuild.hubid import check_branch, check_repo_id
-from kbuild.inputs import input_digest, require_fresh
-from kbuild.manifest import Manifest, load_manifest
-from kbuild.matrix import ci_variants
-from kbuild.published import REPO_TYPE, GitRepository, HubRepository
-from kbuild.redact import say, scrub
-from kbuild.variants import BuiltVariant
+from kbuild.build.abi import check_abi
+from kbuild.build.builder import require_all_capabilities
+from kbuild.card.content import published_plots, render_card
+from kbuild.core import gitrepo, locks, paths
+from kbuild.core.errors import KbuildError
+from kbuild.core.hubid import check_branch, check_repo_id
+from kbuild.core.redact import say, scrub
+from kbuild.model.inputs import input_digest, require_fresh
+from kbuild.model.manifest import Manifest, load_manifest
+from kbuild.model.matrix import ci_variants
+from kbuild.model.variants import BuiltVariant
+from kbuild.release.api_compat import guard_release
+from kbuild.release.published_repos import REPO_TYPE, GitRepository, HubRepository
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
@@ -201,7 +201,7 @@ def publish_to_hub(
 ) -> None:
     """Create the kernel repository and branch if missing, then commit each unit; with
     `create_pr`, open one pull request per branch instead. An existing version branch refuses
-    an API break (kbuild.apicheck) unless `allow_breaking`."""
+    an API break (kbuild.release.api_compat) unless `allow_breaking`."""
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbuild import gitrepo, paths
-from kbuild.errors import KbuildError
-from kbuild.hubid import repo_id_problem
-from kbuild.redact import scrub
+from kbuild.core import gitrepo, paths
+from kbuild.core.errors import KbuildError
+from kbuild.core.hubid import repo_id_problem
+from kbuild.core.redact import scrub
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

@@ -1,7 +1,7 @@
 """Where pull-request staging publishes a kernel (.github/workflows/pr-staging.yml): the staging
 repository `<org>-staging/<name>` of its Hub repository id, or `<STAGING_ORG>/<name>`.
 
-`python -m kbuild.staging BASE_DIR` reads the pull request's kernels as JSON ([{"kernel", "path"},
+`python -m kbuild.release.staging_repo BASE_DIR` reads the pull request's kernels as JSON ([{"kernel", "path"},
 ...]) on stdin and writes them back with "staging" added. The repository id is the one in the base
 branch's build.toml (BASE_DIR: the base branch's checkout), never the pull request's, which could
 otherwise aim the token at any repository; a kernel new in the pull request gets the default
@@ -15,10 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-from kbuild import paths
-from kbuild.hubid import check_repo_id
-from kbuild.manifest import DEFAULT_HUB_OWNER, load_manifest
-from kbuild.redact import say
+from kbuild.core import paths
+from kbuild.core.hubid import check_repo_id
+from kbuild.core.redact import say
+from kbuild.model.manifest import DEFAULT_HUB_OWNER, load_manifest
 
 
 def staging_repo(repo_id: str, org: str | None = None) -> str:
@@ -36,7 +36,7 @@ def base_repo_id(base: Path, kernel: dict[str, str]) -> str:
 
 def main() -> int:
     if len(sys.argv) != 2:
-        say("usage: python -m kbuild.staging BASE_DIR < kernels.json", err=True)
+        say("usage: python -m kbuild.release.staging_repo BASE_DIR < kernels.json", err=True)
         return 2
     base = Path(sys.argv[1])
     kernels = json.load(sys.stdin)

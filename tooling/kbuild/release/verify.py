@@ -2,7 +2,7 @@
 
 For each version branch chosen (the newest of each repository, or all of them) and each variant
 on it: every file matches the digest in its metadata.json (`kernels`' own Digest check: a
-changed, missing or extra file is named), the ABI rules (kbuild.abi; a local hub folder holds
+changed, missing or extra file is named), the ABI rules (kbuild.build.abi; a local hub folder holds
 builds made with this machine's toolchain, so there the manylinux_2_28 symbol versions are only
 warned about), and the signature bundle `metadata.json.sigstore`: present (on the Hub always; in
 a local hub folder once one was published for the variant), readable as a sigstore bundle, and
@@ -24,11 +24,11 @@ from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
-from kbuild.abi import check_abi
-from kbuild.apicheck import probe
-from kbuild.errors import KbuildError
-from kbuild.published import BUNDLE, Source, open_source
-from kbuild.redact import say
+from kbuild.build.abi import check_abi
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import say
+from kbuild.release.api_compat import probe
+from kbuild.release.published_repos import BUNDLE, Source, open_source
 
 
 def verify(target: str, *, all_versions: bool = False, log: Callable[[str], None] = say) -> int:

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 
-from kbuild.errors import KbuildError
-from kbuild.upstream import Upstream, is_glob
+from kbuild.core.errors import KbuildError
+from kbuild.sync.upstream import Upstream, is_glob
 
 SYMLINK, SUBMODULE = "120000", "160000"
 _MAX_LINK_HOPS = 8

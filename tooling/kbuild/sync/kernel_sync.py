@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbuild import filemap, gitrepo, refresh
-from kbuild.errors import KbuildError
-from kbuild.manifest import load_manifest
-from kbuild.upstream import FILE_NAME, PATCH_DIR, Upstream, is_dot_git, load_upstream, record_commit
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
+from kbuild.model.manifest import load_manifest
+from kbuild.sync import filemap, refresh
+from kbuild.sync.upstream import FILE_NAME, PATCH_DIR, Upstream, is_dot_git, load_upstream, record_commit
 
 _LOG_LINES = 100  # upstream commits listed in a summary
 _NOT_STAGED = ("build", ".kbuild")  # top-level build outputs a sync neither needs nor touches
@@ -167,7 +168,7 @@ def upstream_status(kernel_dirs: list[Path]) -> list[UpstreamStatus]:
 
 def sync_kernel(kernel_dir: Path, ref: str | None = None, *, refresh_patches: bool = False) -> SyncResult:
     """Sync `kernel_dir` to `ref` (default: upstream.yaml's `ref`); see the module docstring.
-    `refresh_patches`: carry the patches over to the new upstream files with git (kbuild.refresh)
+    `refresh_patches`: carry the patches over to the new upstream files with git (kbuild.sync.refresh)
     instead of stopping at the first one that no longer applies."""
     kernel_dir = Path(kernel_dir)
     again = f"kbuild sync {kernel_dir} --refresh-patch" + (f" --ref {ref}" if ref else "")
@@ -353,8 +354,8 @@ def _apply(patch: Path, stage: Path, wanted: dict[str, str]) -> None:
 
 def _check(stage: Path, kernel_dir: Path, upstream: Upstream) -> list[str]:
     """`kbuild check` on the staged kernel: errors stop the sync, the rest is returned."""
-    from kbuild.checks import check_kernel
-    from kbuild.findings import format_findings
+    from kbuild.check.kernel_checks import check_kernel
+    from kbuild.core.findings import format_findings
 
     findings = check_kernel(stage)
     errors = [finding for finding in findings if finding.severity == "error"]

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbuild import gitrepo, paths
-from kbuild.errors import KbuildError
+from kbuild.core import gitrepo, paths
+from kbuild.core.errors import KbuildError
 
 WORK = ".kbuild/refresh-patches"  # relative to the kernel folder
 STATE = "kbuild-refresh.json"  # in the scratch repository's .git/

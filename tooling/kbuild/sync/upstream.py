@@ -14,8 +14,8 @@ from typing import NoReturn
 
 import yaml
 
-from kbuild import gitrepo
-from kbuild.errors import KbuildError
+from kbuild.core import gitrepo
+from kbuild.core.errors import KbuildError
 
 FILE_NAME = "upstream.yaml"
 PATCH_DIR = "patches"

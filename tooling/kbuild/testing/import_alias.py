@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from kbuild.errors import KbuildError
+from kbuild.core.errors import KbuildError
 
 ENVIRONMENT = "KBUILD_TEST_IMPORT"  # "<python_name>=<repo-id>@<version>"
 CI_MARKER = "kernels_ci"

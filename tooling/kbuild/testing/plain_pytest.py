@@ -3,7 +3,7 @@ runs a kernel's tests against its local build, as `kbuild test` does, offline.
 
 For each kernel folder that pytest is given (the folder, its tests, a test file, or a folder of
 kernel folders such as `kernels/`), `kernels.get_kernel("<repo-id>")` is pointed at the kernel
-through LOCAL_KERNELS and `import <python_name>` at the same build, with kbuild.pytest_imports
+through LOCAL_KERNELS and `import <python_name>` at the same build, with kbuild.testing.import_alias
 loaded as `kbuild test` loads it (it also registers the `kernels_ci` marker). The plugin builds
 nothing: a missing or stale build stops pytest with the command that makes it. Kernels that
 LOCAL_KERNELS already maps, as `kbuild test` does, are left alone; `-p no:kbuild` turns the
@@ -57,7 +57,7 @@ def kernel_folders(invocation: Path, args: list[str]) -> list[Path]:
 
 def kbuild_root(path: Path) -> Path | None:
     """The nearest folder at or above `path` marked as a kbuild repository's root, or None."""
-    from kbuild.tomlcompat import tomllib
+    from kbuild.core.tomlcompat import tomllib
 
     for folder in (path, *path.parents):
         try:
@@ -71,17 +71,17 @@ def kbuild_root(path: Path) -> Path | None:
 
 def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -> None:
     """Point the loader and `import <python_name>` at `kernel_dir`'s build for this environment, and
-    load what `kbuild test` loads with `-p` (kbuild.pytest_imports); raise pytest.UsageError, with the
+    load what `kbuild test` loads with `-p` (kbuild.testing.import_alias); raise pytest.UsageError, with the
     command to run, when there is no build or it is stale."""
-    from kbuild.build import resolve_variant
-    from kbuild.errors import KbuildError
-    from kbuild.inputs import require_fresh
-    from kbuild.manifest import load_manifest
-    from kbuild.verify import digest_problems
+    from kbuild.build.builder import resolve_variant
+    from kbuild.core.errors import KbuildError
+    from kbuild.model.inputs import require_fresh
+    from kbuild.model.manifest import load_manifest
+    from kbuild.release.verify import digest_problems
 
     try:  # importing it installs the alias that KBUILD_TEST_IMPORT names, which may be malformed
-        from kbuild import pytest_imports
-        from kbuild.testing import kernel_test_environment
+        from kbuild.testing import import_alias
+        from kbuild.testing.runner import kernel_test_environment
     except KbuildError as exc:
         raise pytest.UsageError(f"kbuild: {exc}") from None
     shown = Path(os.path.relpath(kernel_dir, invocation)) if kernel_dir.is_relative_to(invocation) else kernel_dir
@@ -116,8 +116,8 @@ def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -
             f"\n  fix: {commands}"
         )
     environment = kernel_test_environment(manifest)
-    for name in ("LOCAL_KERNELS", "PYTHONPATH", pytest_imports.ENVIRONMENT):  # also for Pythons the tests start
+    for name in ("LOCAL_KERNELS", "PYTHONPATH", import_alias.ENVIRONMENT):  # also for Pythons the tests start
         os.environ[name] = environment[name]
-    pytest_imports.install(environment[pytest_imports.ENVIRONMENT])
-    if not config.pluginmanager.is_registered(pytest_imports):
-        config.pluginmanager.register(pytest_imports, pytest_imports.__name__)
+    import_alias.install(environment[import_alias.ENVIRONMENT])
+    if not config.pluginmanager.is_registered(import_alias):
+        config.pluginmanager.register(import_alias, import_alias.__name__)

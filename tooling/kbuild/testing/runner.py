@@ -8,14 +8,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kbuild import paths, pytest_imports
-from kbuild.backends import CPU
-from kbuild.build import build_kernel
-from kbuild.childenv import without_credentials
-from kbuild.errors import KbuildError
-from kbuild.manifest import Manifest, load_manifest
-from kbuild.redact import say
-from kbuild.variants import find_torch
+from kbuild.build.builder import build_kernel
+from kbuild.core import paths
+from kbuild.core.childenv import without_credentials
+from kbuild.core.errors import KbuildError
+from kbuild.core.redact import say
+from kbuild.model.backends import CPU
+from kbuild.model.manifest import Manifest, load_manifest
+from kbuild.model.variants import find_torch
+from kbuild.testing import import_alias
 
 NO_TESTS_COLLECTED = 5
 
@@ -29,7 +30,7 @@ def loader_environment(kernel_dir: Path, repo_id: str) -> dict[str, str]:
 
 
 # `import <python_name>` in a Python started by a kernel's tests (`subprocess` with `sys.executable`):
-# this package, first on the child's PYTHONPATH, puts kbuild.pytest_imports' alias in place (it
+# this package, first on the child's PYTHONPATH, puts kbuild.testing.import_alias' alias in place (it
 # installs itself from the environment) and hands the import over to it, so the child gets the
 # fresh build as the test process does.
 CHILD_IMPORT = '''"""Written by kbuild test: `import {name}` in a child process gives the fresh build."""
@@ -37,7 +38,7 @@ CHILD_IMPORT = '''"""Written by kbuild test: `import {name}` in a child process 
 import importlib
 import sys
 
-import kbuild.pytest_imports  # noqa: F401  (installs the alias named by $KBUILD_TEST_IMPORT)
+import kbuild.testing.import_alias  # noqa: F401  (installs the alias named by $KBUILD_TEST_IMPORT)
 
 del sys.modules[__name__]
 sys.modules[__name__] = importlib.import_module(__name__)
@@ -55,13 +56,13 @@ def child_import_path(manifest: Manifest) -> Path:
 
 def kernel_test_environment(manifest: Manifest) -> dict[str, str]:
     """The loader environment, plus `import <python_name>` resolving to the same fresh build: in
-    pytest through the kbuild.pytest_imports plugin, in the Pythons the tests start through
+    pytest through the kbuild.testing.import_alias plugin, in the Pythons the tests start through
     PYTHONPATH (kernel-builder's test runner exports PYTHONPATH and LOCAL_KERNELS likewise)."""
     alias = f"{manifest.python_name}={manifest.repo_id}@{manifest.version}"
     python_path = [str(child_import_path(manifest)), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {
         **loader_environment(manifest.kernel_dir, manifest.repo_id),
-        pytest_imports.ENVIRONMENT: alias,
+        import_alias.ENVIRONMENT: alias,
         "PYTHONPATH": os.pathsep.join(python_path),
     }
 
@@ -110,10 +111,10 @@ def run_tests(
     if elsewhere:
         say(f"kbuild: {manifest.name}: not tested: {elsewhere}", err=True)
         return 0
-    command = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", "-p", pytest_imports.__name__]
+    command = [sys.executable, "-m", "pytest", str(tests), "-p", "no:cacheprovider", "-p", import_alias.__name__]
     command += pytest_args or []
     if ci:
-        command += ["-m", pytest_imports.CI_MARKER]
+        command += ["-m", import_alias.CI_MARKER]
     say(f"kbuild: testing {manifest.name}: {' '.join(command[2:])}", err=True)
     # From an empty folder: a folder in the caller's one named like a package (a kernels-community
     # checkout has `einops/`) would shadow the installed package in the tests.
