@@ -1,4 +1,5 @@
-from kbuild.check.kernel_checks import check_kernel, check_op_registration
+from kbuild.build.registration import check_op_registration
+from kbuild.check.kernel_checks import check_kernel
 
 FIXED = """\
 import torch

@@ -21,10 +21,10 @@ import base64
 import hashlib
 import json
 from collections.abc import Callable
-from importlib.metadata import version
 from pathlib import Path
 
 from kbuild.build.abi import check_abi
+from kbuild.build.stage import digest_problems
 from kbuild.core.errors import KbuildError
 from kbuild.core.redact import say
 from kbuild.release.api_compat import probe
@@ -70,27 +70,6 @@ NOT_CHECKED = (
     "each signature bundle's digest is checked against metadata.json; its signature, certificate identity and "
     "transparency-log entry are not (that needs sigstore's services: `sigstore verify identity`)"
 )
-
-
-def digest_problems(variant: Path) -> list[str]:
-    try:
-        from kernels._rust import Digest, DigestValidationError, Metadata
-    except ImportError:  # kernels 0.16 (transformers 5.17's) loads builds but has no digest reader
-        raise KbuildError(
-            f"kbuild verify reads digests with kernels 0.17; this environment has kernels {version('kernels')}",
-            fix="install kernels 0.17 to verify (pip install 'kernels==0.17.*'); 0.16 loads the builds, unverified",
-        ) from None
-    try:
-        metadata = Metadata.read_from_file(variant / "metadata.json")
-    except ValueError as err:
-        return [f"metadata.json: unreadable ({err})"]
-    if metadata.digest is None:
-        return ["metadata.json: records no digest of the files"]
-    try:
-        metadata.digest.validate(Digest.hash_variant(metadata.digest.algorithm, variant))
-    except DigestValidationError as err:
-        return [f"digest: {violation}" for violation in err.violations]
-    return []
 
 
 def abi_problems(variant: Path, *, local: bool, warn: Callable[[str], None]) -> list[str]:

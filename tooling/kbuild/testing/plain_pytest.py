@@ -74,10 +74,10 @@ def use_local_build(kernel_dir: Path, invocation: Path, config: pytest.Config) -
     load what `kbuild test` loads with `-p` (kbuild.testing.import_alias); raise pytest.UsageError, with the
     command to run, when there is no build or it is stale."""
     from kbuild.build.builder import resolve_variant
+    from kbuild.build.stage import digest_problems
     from kbuild.core.errors import KbuildError
     from kbuild.model.inputs import require_fresh
     from kbuild.model.manifest import load_manifest
-    from kbuild.release.verify import digest_problems
 
     try:  # importing it installs the alias that KBUILD_TEST_IMPORT names, which may be malformed
         from kbuild.testing import import_alias
