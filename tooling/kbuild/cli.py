@@ -250,16 +250,16 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def _init_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="folder of the new kernel; its name is the kernel name (e.g. kernels/my-op)")
-    from kbuild.model.backends import SCAFFOLD_DEFAULT, SCAFFOLDED
-    from kbuild.model.manifest import ALL_BACKENDS
+    from kbuild.model import backends
 
-    others = [b for b in ALL_BACKENDS if b not in SCAFFOLDED]
+    scaffolded, default = backends.scaffolded(), backends.scaffold_default()
+    others = [b for b in backends.names() if b not in scaffolded]
     parser.add_argument(
         "--backends",
         nargs="+",
-        default=list(SCAFFOLD_DEFAULT),
+        default=list(default),
         metavar="BACKEND",
-        help=f"backends to scaffold, of {' '.join(SCAFFOLDED)} (default: {' '.join(SCAFFOLD_DEFAULT)}); "
+        help=f"backends to scaffold, of {' '.join(scaffolded)} (default: {' '.join(default)}); "
         f"build.toml also takes {', '.join(others)}: add their [kernel.*] tables by hand",
     )
     parser.add_argument("--license", default="Apache-2.0", help="SPDX license id (default: Apache-2.0)")

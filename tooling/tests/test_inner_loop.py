@@ -17,7 +17,7 @@ import pytest
 from minimal_manifest import MINIMAL_BUILD_TOML
 
 from kbuild import pipeline
-from kbuild.build.builder import build_kernel, for_local_gpu, generate_only, project_for, require_all_capabilities
+from kbuild.build.builder import build_kernel, for_local_gpu, generate_only, project_for
 from kbuild.build.cmake_project import render_project
 from kbuild.build.extension_name import name_in_binding
 from kbuild.build.scaffold import create_kernel
@@ -26,6 +26,7 @@ from kbuild.core.errors import KbuildError
 from kbuild.model import cuda
 from kbuild.model.manifest import load_manifest
 from kbuild.model.variants import Variant, find_torch
+from kbuild.release.execute import require_all_capabilities
 from kbuild.testing.runner import run_tests
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 from kbuild.cli import main
-from kbuild.model.backends import SCAFFOLDED
+from kbuild.model.backends import scaffolded
 
 BIN = Path(sys.executable).parent
 # Names whose files sort before and after registration.h and torch_binding.h, the shortest and the
@@ -31,7 +31,7 @@ def checkout(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("backends", [[backend] for backend in SCAFFOLDED] + [list(SCAFFOLDED)], ids=str)
+@pytest.mark.parametrize("backends", [[backend] for backend in scaffolded()] + [list(scaffolded())], ids=str)
 def test_scaffolded_kernels_pass_the_format_and_lint_checks(checkout, backends, capsys):
     for name in NAMES:
         assert main(["init", str(checkout / "kernels" / name), "--backends", *backends]) == 0

@@ -6,7 +6,6 @@ The only module that runs cmake and ninja.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -26,8 +25,8 @@ from kbuild.build.stage import stage
 from kbuild.core import locks, paths
 from kbuild.core.errors import KbuildError
 from kbuild.core.redact import say
-from kbuild.model import backends
-from kbuild.model.inputs import input_digest, rebuild_fix, uid_of
+from kbuild.model import arch_rules, backends
+from kbuild.model.inputs import input_digest, uid_of
 from kbuild.model.manifest import Manifest, load_manifest
 from kbuild.model.variants import COMPILED, NOARCH, STABLE_ABI, TorchInstall, Variant, detect_variant, find_torch
 
@@ -216,36 +215,17 @@ def _select_archs(project: Project, all_capabilities: bool, one_per_code_path: b
 def for_local_gpu(project: Project, all_capabilities: bool, log: Log) -> Project:
     """`project` compiled only for the capabilities of this machine's GPUs (a CUDA variant on a
     machine with one, unless `all_capabilities`), saying so; else `project` unchanged."""
-    local_gpus = project.backend.local_gpus
-    if local_gpus is None or all_capabilities:
+    gpus = None if all_capabilities else arch_rules.local_gpus(project.backend)
+    if not gpus:
         return project
-    gpus = local_gpus()
     local = replace(project, gpu_capabilities=gpus)
-    if not gpus or local.archs == project.archs:
+    if local.archs == project.archs:
         return project
     log(
         f"kbuild: compiling for this machine's GPU only (capability {', '.join(gpus)}): {', '.join(local.archs)} "
         f"of build.toml's {', '.join(project.archs)}; --all-capabilities compiles them all"
     )
     return local
-
-
-def require_all_capabilities(manifest: Manifest, variant_dir: Path, *, digest: str | None = None) -> None:
-    """Refuse a CUDA variant built for the local GPU only (its metadata.json records fewer
-    capabilities than build.toml lists for it). `digest`: the inputs' digest, when computed already."""
-    variant = Variant.parse(variant_dir.name)
-    if backends.get(variant.backend).local_gpus is None or variant.kind == NOARCH:
-        return
-    metadata_file = variant_dir / "metadata.json"
-    recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("backend", {}).get("archs", [])
-    expected = project_for(manifest, variant, digest).archs
-    if recorded != expected:
-        raise KbuildError(
-            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local or CI build), "
-            f"not every capability build.toml lists ({', '.join(expected)})",
-            file=str(metadata_file),
-            fix=rebuild_fix(manifest, variant_dir.name),
-        )
 
 
 def build_lock(kernel_dir: Path, log: Log) -> AbstractContextManager[None]:

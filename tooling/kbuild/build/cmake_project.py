@@ -19,7 +19,7 @@ from packaging.version import Version
 from kbuild.build import cutlass, extension_name
 from kbuild.core import paths
 from kbuild.core.errors import KbuildError
-from kbuild.model import backends, cmakelang
+from kbuild.model import arch_rules, backends, cmakelang, cuda
 from kbuild.model.manifest import KernelSpec, Manifest
 from kbuild.model.variants import STABLE_ABI, TorchInstall, Variant
 
@@ -96,14 +96,8 @@ class Project:
 
     @property
     def kernels(self) -> list[KernelSpec]:
-        """The `[kernel.*]` tables this variant compiles: those of its backend, less CUDA kernels
-        whose cuda-minver is above the variant's toolkit."""
-        toolkit = self.variant.toolkit
-        return [
-            k
-            for k in self.manifest.kernels_for(self.variant.backend)
-            if not (k.cuda_minver and toolkit and Version(toolkit) < Version(k.cuda_minver))
-        ]
+        """The `[kernel.*]` tables this variant compiles."""
+        return arch_rules.kernels_compiled(self.manifest, self.variant)
 
     @property
     def backend(self) -> backends.Backend:
@@ -113,11 +107,10 @@ class Project:
         """The archs `kernel` is compiled for in this variant (CUDA: those that run on the local
         GPUs when `gpu_capabilities` names them and the kernel has any; one per code path when
         `one_per_code_path`)."""
-        archs = self.backend.archs(kernel, self.variant.toolkit, self.gpu_capabilities)
-        reduce = self.backend.code_path_archs
-        if self.one_per_code_path and reduce is not None:
-            return reduce(self.manifest.kernel_dir, kernel, archs)
-        return archs
+        chosen = arch_rules.kernel_archs(self.backend, kernel, self.variant.toolkit, self.gpu_capabilities)
+        if self.one_per_code_path:
+            return arch_rules.one_per_code_path(self.backend, self.manifest.kernel_dir, kernel, chosen)
+        return chosen
 
     @property
     def archs(self) -> list[str]:
@@ -125,7 +118,7 @@ class Project:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the build already warned about dropped ones
             selected = {arch for k in self.kernels for arch in self.kernel_archs(k)}
-        return sorted(selected, key=self.backend.arch_key)
+        return arch_rules.in_order(self.backend, selected)
 
 
 def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
@@ -160,10 +153,15 @@ def _kernel_target(project: Project, kernel: KernelSpec) -> KernelTarget:
         sources=sources,
         include_dirs=include_dirs,
         cxx_flags=list(kernel.cxx_flags),
-        device_flags=backend.device_flags(kernel, project.kernel_archs(kernel)),
+        device_flags=arch_rules.device_flags(backend, kernel, project.kernel_archs(kernel)),
         uses_torch="torch" in kernel.depends,
         cutlass=None if dependency is None else Cutlass(cutlass.cmake_variable(dependency), dependency),
     )
+
+
+def _library_include_dirs(backend: backends.Backend) -> list[Path]:
+    """Header folders of the libraries installed beside torch that the backend's builds see."""
+    return cuda.library_include_dirs() if backend.nvidia_wheel_headers else []
 
 
 def cxx_standard(torch: TorchInstall) -> int:
@@ -194,7 +192,7 @@ def render_project(project: Project, torch: TorchInstall, *, name_in_binding: bo
         common_defines=[backend.define, "_GLIBCXX_USE_CXX11_ABI=1"]
         + ([f"TORCH_TARGET_VERSION={target_version}"] if target_version else []),
         device_language=backend.language,
-        torch_include_dirs=[d.as_posix() for d in [*torch.include_dirs, *backend.extra_include_dirs()]],
+        torch_include_dirs=[d.as_posix() for d in [*torch.include_dirs, *_library_include_dirs(backend)]],
         torch_libraries=[(torch.library_dir / f"lib{lib}.so").as_posix() for lib in backend.torch_libraries],
         kernels=kernels,
         binding_sources=binding_sources,

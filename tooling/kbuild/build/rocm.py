@@ -24,6 +24,7 @@ from types import ModuleType
 from kbuild.build.ninja import first_error
 from kbuild.core import paths
 from kbuild.core.errors import KbuildError
+from kbuild.model.backends import ROCM
 from kbuild.model.manifest import KernelSpec, Manifest
 
 CLANG = "clang++-19"
@@ -236,7 +237,7 @@ def compile_device_only(
     """Compile every `[kernel.*]` with backend "rocm" (or those named in `kernels`), each .cu
     (hipified) and .hip source, for each of its rocm-archs, into `out_dir/<kernel>/<arch>/`."""
     wanted = set(kernels) if kernels is not None else None
-    specs = [s for s in manifest.kernels.values() if s.backend == "rocm" and (wanted is None or s.name in wanted)]
+    specs = [s for s in manifest.kernels.values() if s.backend == ROCM.name and (wanted is None or s.name in wanted)]
     if wanted is not None and wanted - {s.name for s in specs}:
         missing = ", ".join(sorted(wanted - {s.name for s in specs}))
         raise KbuildError(
@@ -361,7 +362,7 @@ def compile_kernel(
     from kbuild.model.manifest import load_manifest
 
     manifest = load_manifest(kernel_dir)
-    if missing_ok and not manifest.kernels_for("rocm"):
+    if missing_ok and not manifest.kernels_for(ROCM.name):
         return [f"{kernel_dir}: no ROCm kernels, skipped"]
     out_dir = Path(out_dir) if out_dir is not None else paths.real_dir(manifest.kernel_dir, ".kbuild/rocm-device")
     require = list(require)

@@ -8,8 +8,8 @@ import jinja2
 
 from kbuild.core.errors import KbuildError
 from kbuild.core.hubid import check_repo_id
-from kbuild.model.backends import BY_NAME, SCAFFOLDED
-from kbuild.model.manifest import ALL_BACKENDS, BACKEND_WORDS, KERNEL_TABLE_NAME, NAME_PATTERN
+from kbuild.model import backends as registry
+from kbuild.model.manifest import KERNEL_TABLE_NAME, NAME_PATTERN
 from kbuild.model.schema import one_of
 
 TEMPLATES = jinja2.Environment(
@@ -33,19 +33,20 @@ def _files(python_name: str, chosen: list[str]) -> dict[str, str]:
         f"benchmarks/benchmark_{python_name}.py": "benchmark.py.j2",
     }
     for backend in chosen:
-        files.update((path.format(name=python_name), template) for path, template in BY_NAME[backend].scaffold)
+        files.update((path.format(name=python_name), template) for path, template in registry.get(backend).scaffold)
     return files
 
 
-def _check_backends(backends: list[str]) -> None:
-    for backend in backends:
-        problem = one_of(ALL_BACKENDS, "backend", meant=BACKEND_WORDS)(backend)
+def _check_backends(chosen: list[str]) -> None:
+    scaffolded = registry.scaffolded()
+    for backend in chosen:
+        problem = one_of(registry.names(), "backend", meant=registry.meant())(backend)
         if problem:
             raise KbuildError(f"--backends: {problem[0]}", fix=problem[1])
-        if backend not in SCAFFOLDED:
+        if backend not in scaffolded:
             raise KbuildError(
-                f"--backends: kbuild init writes example sources for {', '.join(SCAFFOLDED)}, not `{backend}`",
-                fix=f"run init with --backends among {', '.join(SCAFFOLDED)}, then add `{backend}` to "
+                f"--backends: kbuild init writes example sources for {', '.join(scaffolded)}, not `{backend}`",
+                fix=f"run init with --backends among {', '.join(scaffolded)}, then add `{backend}` to "
                 f"[general] backends and a [kernel.<name>_{backend}] table with its sources "
                 "(docs/kernel-builder-compat.md lists the keys)",
             )

@@ -27,7 +27,7 @@ from typing import Any
 from kbuild.card import sandbox_parent
 from kbuild.core import paths
 from kbuild.core.errors import KbuildError
-from kbuild.model.backends import CPU, CUDA, GPU_DEVICE, ROCM
+from kbuild.model import backends
 from kbuild.model.manifest import Manifest
 from kbuild.model.variants import BuiltVariant, Variant
 
@@ -194,8 +194,8 @@ def usage_example(manifest: Manifest, functions: list[Function], repo_id: str) -
     signature: tensors are `x`, numbers small constants; arguments with defaults are left out."""
     name = manifest.python_name
     # torch's device names (ROCm builds of torch use GPU_DEVICE too), not backend names.
-    gpu = f'"{GPU_DEVICE}"'
-    device = f'{gpu} if torch.cuda.is_available() else "cpu"' if CPU.name in manifest.backends else gpu
+    gpu = f'"{backends.GPU_DEVICE}"'
+    device = f'{gpu} if torch.cuda.is_available() else "cpu"' if backends.CPU.name in manifest.backends else gpu
     lines = [
         "import torch",
         "from kernels import get_kernel",
@@ -466,8 +466,10 @@ def _benchmark(path: Path, data: dict[str, Any], kernel_dir: Path, link_base: Pa
         dict.fromkeys(k for row in rows for k, v in row.items() if isinstance(v, (int, str)) and not k.endswith("_us"))
     )
     software = [f"torch {machine['torch']}"] if machine.get("torch") else []
-    software += [f"CUDA {machine[CUDA.name]}"] if machine.get(CUDA.name) else []
-    software += [f"ROCm {machine[ROCM.name]}"] if machine.get(ROCM.name) else []
+    # The toolkit of each backend the benchmark ran with (`cuda = 13.0` -> CUDA 13.0).
+    software += [
+        f"{b.title} {machine[b.name]}" for b in backends.ALL if b.torch_field_is_toolkit and machine.get(b.name)
+    ]
     png = path.with_suffix(".png")
     plot = None
     if png.is_file() or png.is_symlink():

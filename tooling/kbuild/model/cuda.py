@@ -1,10 +1,12 @@
 """What a CUDA build adds to a kernel's own settings, as kernel-builder does: torch's nvcc
-flags, nvcc's thread count, the capability list of a toolkit (default and filter), and the
-folders of the CUDA library headers that torch's headers include.
+flags, nvcc's thread count and -gencode flags, the capability lists of a toolkit (default and
+filter, data/cuda_capabilities.toml), the capabilities of the local GPUs, and the folders of the
+CUDA library headers that torch's headers include.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -14,6 +16,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from kbuild.core.errors import KbuildError
+from kbuild.core.tomlcompat import tomllib
 
 # torch.utils.cpp_extension.COMMON_NVCC_FLAGS without the defines that switch off the half and
 # bfloat16 operators and conversions (kernel-builder removes those), then kernel-builder's own
@@ -36,37 +39,33 @@ LOCAL_CAPABILITY = "KBUILD_LOCAL_CAPABILITY"
 NVCC_THREADS = "NVCC_THREADS"
 DEFAULT_NVCC_THREADS = 4
 
-# Capabilities built when a [kernel.*] has no cuda-capabilities, per toolkit (kernel-builder's list).
-_DEFAULTS = (
-    ("13.0", ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0+PTX")),
-    ("12.8", ("7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0+PTX")),
-    ("0.0", ("7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX")),
-)
-_BEFORE_BLACKWELL = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0")
-# The real architectures each toolkit's nvcc builds (`nvcc --list-gpu-arch`); CUDA 13 dropped
-# everything before Turing and renamed Thor's 10.1 to 11.0.
-_TOOLKIT_ARCHS = (
-    ("13.0", ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")),
-    ("12.9", (*_BEFORE_BLACKWELL, "10.0", "10.1", "10.3", "12.0", "12.1")),
-    ("12.8", (*_BEFORE_BLACKWELL, "10.0", "10.1", "12.0")),
-    ("0.0", _BEFORE_BLACKWELL),
-)
+# The capabilities each toolkit builds, and those a kernel without cuda-capabilities gets.
+CAPABILITIES_FILE = Path(__file__).parents[1] / "data" / "cuda_capabilities.toml"
 _CAPABILITY = re.compile(r"(?P<base>\d+\.\d+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?")
 
 
-def _for_toolkit(table: tuple[tuple[str, tuple[str, ...]], ...], toolkit: str) -> tuple[str, ...]:
-    """The values of the newest row of `table` whose toolkit version is at most `toolkit`."""
+@functools.cache
+def _rows(table: str) -> tuple[tuple[Version, tuple[str, ...]], ...]:
+    """The rows of `table` in CAPABILITIES_FILE, newest toolkit first."""
+    rows = tomllib.loads(CAPABILITIES_FILE.read_text(encoding="utf-8"))[table]
+    found = ((Version(row["since"]), tuple(row["capabilities"])) for row in rows)
+    return tuple(sorted(found, key=lambda row: row[0], reverse=True))
+
+
+def _for_toolkit(table: str, toolkit: str) -> tuple[str, ...]:
+    """The capabilities of the newest row of `table` whose toolkit version is at most `toolkit`."""
     version = Version(toolkit)
-    return next(values for since, values in table if version >= Version(since))
+    return next(capabilities for since, capabilities in _rows(table) if version >= since)
 
 
 def default_capabilities(toolkit: str) -> list[str]:
     """What kernel-builder builds for a kernel without cuda-capabilities with CUDA `toolkit`."""
-    return list(_for_toolkit(_DEFAULTS, toolkit))
+    return list(_for_toolkit("default", toolkit))
 
 
 def toolkit_archs(toolkit: str) -> tuple[str, ...]:
-    return _for_toolkit(_TOOLKIT_ARCHS, toolkit)
+    """The capabilities CUDA `toolkit`'s nvcc builds."""
+    return _for_toolkit("builds", toolkit)
 
 
 def capability_base(capability: str) -> str:

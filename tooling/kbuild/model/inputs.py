@@ -117,6 +117,6 @@ def rebuild_fix(manifest: Manifest, variant: str) -> str:
     from kbuild.model.variants import Variant
 
     flags = f" --variant {variant}"
-    if backends.get(Variant.parse(variant).backend).local_gpus is not None:
+    if backends.get(Variant.parse(variant).backend).cuda_capabilities:
         flags += " --all-capabilities"
     return f"rebuild it, from a Python whose torch builds {variant}: `kbuild build {manifest.kernel_dir}{flags}`"

@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kbuild.core.errors import ManifestError, UsageError
 from kbuild.core.tomlcompat import tomllib
+from kbuild.model import backends as registry
 from kbuild.model import flags
-from kbuild.model.backends import COMPILED, EXPERIMENTAL
 from kbuild.model.schema import (
     Checked,
     Key,
@@ -39,30 +39,15 @@ from kbuild.model.schema import (
 )
 
 CURRENT_EDITION = 5
-BACKENDS = COMPILED
-EXPERIMENTAL_BACKENDS = EXPERIMENTAL
-ALL_BACKENDS = BACKENDS + EXPERIMENTAL_BACKENDS
-# Backends are named by platform: what users write instead, and what they mean by it.
-_GPU = "GPU backends are named by platform: cuda (NVIDIA), rocm (AMD), xpu (Intel), metal (Apple)"
-BACKEND_WORDS = {
-    "gpu": _GPU,
-    "nvidia": "did you mean `cuda`?",
-    "amd": "did you mean `rocm`?",
-    "hip": "did you mean `rocm`?",
-    "intel": "did you mean `xpu`?",
-    "sycl": "did you mean `xpu`?",
-    "mps": "did you mean `metal`?",
-    "apple": "did you mean `metal`?",
-}
 FRAMEWORKS = ("torch", "torch-noarch", "tvm-ffi")
 NAME_PATTERN = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 # The Hub's limit for a repository name; it also keeps build folders and op names short.
 NAME_MAX_LENGTH = 96
 DEFAULT_HUB_OWNER = "kernels-community"  # of a kernel whose build.toml names no repo-id
 KERNEL_TABLE_NAME = re.compile(r"[A-Za-z0-9_][-A-Za-z0-9_]{0,63}")
-# The names the `kernels` loader resolves: any backend may use the general ones.
+# The names the `kernels` loader resolves: any backend may use the general ones, a [general.<backend>]
+# table also its backend's own (its registry record's python_depends).
 PYTHON_DEPENDS = ("einops", "helion", "tvm-ffi")
-BACKEND_PYTHON_DEPENDS = {"cuda": ("nvidia-cutlass-dsl",), "neuron": ("nki",), "xpu": ("onednn",), "tpu": ()}
 CUTLASS_DEPENDS = tuple(f"cutlass_{v}" for v in ("2_10", "3_5", "3_6", "3_8", "3_9", "4_0", "4_4", "4_5"))
 KERNEL_DEPENDS = ("torch", *CUTLASS_DEPENDS, "sycl_tla", "metal-cpp")
 GIT_URL_SCHEMES = ("https", "http", "git", "ssh", "git+ssh", "git+https", "git+http")
@@ -150,7 +135,9 @@ def _non_negative(value: int) -> Problem | None:
 
 
 def _python_depends(backend: str | None) -> Rule:
-    allowed = PYTHON_DEPENDS + (BACKEND_PYTHON_DEPENDS[backend] if backend else ())
+    def allowed() -> tuple[str, ...]:
+        return PYTHON_DEPENDS + (registry.get(backend).python_depends if backend else ())
+
     why = "the `kernels` loader refuses a build with an unknown dependency when it loads it"
     return _stricter(one_of(allowed), why)
 
@@ -240,7 +227,7 @@ class General:
     version: int = key(rule=_non_negative, example="1")
     edition: int = key(rule=_edition, example=str(CURRENT_EDITION))
     license: str = key(example='"Apache-2.0"')
-    backends: list[str] = key(rule=one_of(ALL_BACKENDS, meant=BACKEND_WORDS), example='["cpu", "cuda"]')
+    backends: list[str] = key(rule=one_of(registry.names, meant=registry.meant), example='["cpu", "cuda"]')
     upstream: str | None = key(default=None, rule=_git_url, example='"https://github.com/org/repo"')
     source: str | None = key(default=None, rule=_git_url, example='"https://github.com/org/repo"')
     python_depends: list[str] = key(factory=list, rule=_python_depends(None), example='["einops"]')
@@ -258,13 +245,10 @@ class General:
         """Every kernel dependency (general and CUDA), as build.toml writes them."""
         return [d.as_toml() for d in (*self.dependencies, *self.cuda.kernel_depends)]
 
-    @property
-    def cuda_minver(self) -> str | None:
-        return self.cuda.minver
-
-    @property
-    def cuda_maxver(self) -> str | None:
-        return self.cuda.maxver
+    def backend_table(self, backend: str) -> Any:
+        """The [general.<backend>] table (CudaGeneral, ...); None when the schema has none for it."""
+        tables = {f.name for f in fields(self)} & set(registry.names())
+        return getattr(self, backend) if backend in tables else None
 
 
 _PYEXT_WHY = "a prebuilt library in torch-ext would be staged and loaded as if built from the sources"
@@ -279,7 +263,7 @@ class TorchSpec:
     maxver: str | None = key(default=None, rule=_version, example='"2.13"')
     cxx_flags: list[str] = key(factory=list, rule=_flag)
     stable_abi: str | dict[str, str] | None = key(
-        default=None, rule=_version, names=one_of(ALL_BACKENDS, meant=BACKEND_WORDS), example='"2.10"'
+        default=None, rule=_version, names=one_of(registry.names, meant=registry.meant), example='"2.10"'
     )
 
     def stable_abi_for(self, backend: str) -> str | None:
@@ -306,17 +290,18 @@ class NoarchSpec:
 @dataclass(frozen=True)
 class KernelSpec:
     name: str = table_name()
-    backend: str = key(rule=one_of(BACKENDS, meant=BACKEND_WORDS), example='"cuda"')
+    backend: str = key(rule=one_of(registry.compiled, meant=registry.meant), example='"cuda"')
     depends: list[str] = key(rule=one_of(KERNEL_DEPENDS), example='["torch"]')
     src: list[str] = key(rule=_source, example='["my_kernel/kernel.cu"]')
     include: list[str] = key(factory=list, rule=_include)
     cxx_flags: list[str] = key(factory=list, rule=_flag)
-    cuda_capabilities: list[str] = key(factory=list, rule=_capability, example='["8.0", "9.0"]', backends=("cuda",))
-    cuda_flags: list[str] = key(factory=list, rule=_flag, backends=("cuda",))
-    cuda_minver: str | None = key(default=None, rule=_version, example='"12.8"', backends=("cuda",))
-    rocm_archs: list[str] = key(factory=list, rule=_rocm_arch, example='["gfx942"]', backends=("rocm",))
-    hip_flags: list[str] = key(factory=list, rule=_flag, backends=("rocm",))
-    sycl_flags: list[str] = key(factory=list, rule=_flag, backends=("xpu",))
+    # The keys of one backend's kernels only (its registry record's kernel_keys).
+    cuda_capabilities: list[str] = key(factory=list, rule=_capability, example='["8.0", "9.0"]')
+    cuda_flags: list[str] = key(factory=list, rule=_flag)
+    cuda_minver: str | None = key(default=None, rule=_version, example='"12.8"')
+    rocm_archs: list[str] = key(factory=list, rule=_rocm_arch, example='["gfx942"]')
+    hip_flags: list[str] = key(factory=list, rule=_flag)
+    sycl_flags: list[str] = key(factory=list, rule=_flag)
 
 
 @dataclass(frozen=True)
@@ -376,13 +361,14 @@ class Manifest:
         return [k for k in self.kernels.values() if k.backend == backend]
 
     def python_depends_for(self, backend: str) -> list[str]:
-        extra = {
-            "cuda": self.general.cuda.python_depends,
-            "neuron": self.general.neuron.python_depends,
-            "tpu": self.general.tpu.python_depends,
-            "xpu": self.general.xpu.python_depends,
-        }
-        return sorted({*self.general.python_depends, *extra.get(backend, [])})
+        table = self.general.backend_table(backend)
+        return sorted({*self.general.python_depends, *(table.python_depends if table else [])})
+
+    def toolkit_bounds(self, backend: str) -> tuple[str | None, str | None]:
+        """The versions of `backend`'s toolkit a build may use, from [general.<backend>] minver and
+        maxver (`[general.cuda] minver = "12.8"`); None: no bound."""
+        table = self.general.backend_table(backend)
+        return getattr(table, "minver", None), getattr(table, "maxver", None)
 
 
 # -- reading a file ----------------------------------------------------------------------
@@ -611,10 +597,11 @@ def _check_folder_name(path: Path) -> None:
 
 def _check_backend_keys(validator: Validator, spec: KernelSpec, raw: dict[str, Any]) -> None:
     for f in fields_of(KernelSpec):
-        if f.info.backends and f.toml in raw and spec.backend not in f.info.backends:
+        owner = registry.owner_of(f.name)
+        if owner is not None and f.toml in raw and spec.backend != owner.name:
             raise validator.error(
                 ("kernel", spec.name, f.toml),
-                f"applies to backend `{f.info.backends[0]}` only, this kernel is `{spec.backend}`",
+                f"applies to backend `{owner.name}` only, this kernel is `{spec.backend}`",
                 f"remove `{f.toml}`",
             )
 

@@ -17,7 +17,7 @@ from packaging.version import Version
 from kbuild.core import gitrepo
 from kbuild.core.errors import KbuildError
 from kbuild.core.tomlcompat import tomllib
-from kbuild.model import backends, cuda
+from kbuild.model import arch_rules, backends
 from kbuild.model.manifest import Manifest, TorchSpec, load_manifest
 from kbuild.model.variants import COMPILED, NOARCH, STABLE_ABI, BuiltVariant, Variant, major_minor
 
@@ -49,12 +49,13 @@ def load_supported(path: Path = VARIANTS_FILE) -> Supported:
     try:
         data = tomllib.loads(path.read_text())
         for t in data["toolkit"]:
-            record = backends.BY_NAME.get(t["backend"])
-            if record and record.own_toolkit_archs and "archs" in t:
+            record = backends.by_name().get(t["backend"])
+            if record and record.cuda_capabilities and "archs" in t:
                 raise KbuildError(
                     f"{record.title} toolkit {t.get('version')} has an `archs` list",
                     file=str(path),
-                    fix=f"remove it: {record.own_toolkit_archs}",
+                    fix=f"remove it: the capabilities each {record.title} toolkit builds are kbuild's own "
+                    "(kbuild/data/cuda_capabilities.toml)",
                 )
         return Supported(
             torch=tuple(data["torch"]),
@@ -195,10 +196,9 @@ def _torch_versions(spec: TorchSpec, backend: str, supported: Supported) -> list
 
 
 def _toolkit_in_bounds(manifest: Manifest, toolkit: Toolkit) -> bool:
-    bounds = backends.get(toolkit.backend).toolkit_bounds
-    if bounds is None or toolkit.version is None:
+    if toolkit.version is None:
         return True
-    return _in_bounds(toolkit.version, *bounds(manifest))
+    return _in_bounds(toolkit.version, *manifest.toolkit_bounds(toolkit.backend))
 
 
 def _in_bounds(version: str, low: str | None, high: str | None) -> bool:
@@ -215,21 +215,10 @@ def _archs(manifest: Manifest, toolkit: Toolkit) -> list[str] | None:
     record = backends.get(toolkit.backend)
     wanted: set[str] = set()
     for spec in manifest.kernels_for(toolkit.backend):
-        kept = record.ci_archs(spec, toolkit.version or "")
+        kept = arch_rules.ci_archs(record, spec, toolkit.version or "")
         if kept is None:
             return None
         wanted |= set(kept)
     if toolkit.archs and any(arch not in toolkit.archs for arch in wanted):
         return None
-    return sorted(wanted, key=_arch_key)
-
-
-def _arch_base(arch: str) -> str:
-    """'9.0a' -> '9.0', '10.0+PTX' -> '10.0', 'gfx942' -> 'gfx942'."""
-    return arch if arch.startswith("gfx") else cuda.capability_base(arch)
-
-
-def _arch_key(arch: str) -> tuple[Version | str, str]:
-    """Sort CUDA capabilities by number ('9.0' before '10.0'), ROCm archs by name."""
-    base = _arch_base(arch)
-    return (base if base.startswith("gfx") else Version(base), arch)
+    return arch_rules.in_order(record, wanted)

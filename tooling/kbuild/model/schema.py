@@ -38,7 +38,6 @@ class Key:
     rule: Rule | None = None
     names: Rule | None = None
     example: str = ""
-    backends: tuple[str, ...] = ()
 
 
 def key(
@@ -49,10 +48,9 @@ def key(
     rule: Rule | None = None,
     names: Rule | None = None,
     example: str = "",
-    backends: tuple[str, ...] = (),
 ) -> Any:
-    """A field with schema details; `backends`: the kernel backends the key applies to."""
-    metadata = {"key": Key(toml, rule, names, example, backends)}
+    """A field with schema details."""
+    metadata = {"key": Key(toml, rule, names, example)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -102,18 +100,26 @@ def closest(value: str, allowed: Sequence[str]) -> str | None:
     return scores[0][1]
 
 
-def one_of(allowed: Sequence[str], what: str = "value", *, meant: dict[str, str] | None = None) -> Rule:
+def one_of(
+    allowed: Sequence[str] | Callable[[], Sequence[str]],
+    what: str = "value",
+    *,
+    meant: dict[str, str] | Callable[[], dict[str, str]] | None = None,
+) -> Rule:
     """Allow only `allowed`; the fix suggests the closest one and lists them all. `meant` maps
-    words users write for a value that no spelling is close to (`gpu`) to what they mean."""
+    words users write for a value that no spelling is close to (`gpu`) to what they mean. Either
+    may be a function, asked each time a value is checked (the backends registered then)."""
 
     def rule(value: str) -> Problem | None:
-        if value in allowed:
+        values = allowed() if callable(allowed) else allowed
+        if value in values:
             return None
-        close = closest(value, allowed)
+        close = closest(value, values)
         hint = f"did you mean `{close}`? " if close else ""
-        if meant and value.lower() in meant:
-            hint = f"{meant[value.lower()]}; "
-        return f"unknown {what} `{show(value)}`", f"{hint}valid: {', '.join(allowed)}"
+        words = meant() if callable(meant) else meant
+        if words and value.lower() in words:
+            hint = f"{words[value.lower()]}; "
+        return f"unknown {what} `{show(value)}`", f"{hint}valid: {', '.join(values)}"
 
     return rule
 

@@ -19,11 +19,17 @@ from kbuild.model import backends
 
 COMPILED, STABLE_ABI, NOARCH = "compiled", "stable-abi", "noarch"
 
-_COMPUTE = rf"(?P<compute>{backends.TAG_PATTERN})"
 _ARCH = r"(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)"
-_COMPILED_RE = re.compile(rf"torch(?P<major>\d)(?P<minor>\d+)(?:-cxx11)?-{_COMPUTE}-{_ARCH}")
-_STABLE_RE = re.compile(rf"torch-stable-abi(?P<major>\d)(?P<minor>\d+)-{_COMPUTE}-{_ARCH}")
-_NOARCH_RE = re.compile(rf"torch-(?P<backend>{'|'.join(backends.BY_NAME)})")
+
+
+def _name_patterns() -> tuple[str, str, str]:
+    """The regexes of noarch, stable-ABI and compiled variant names, for the backends registered now."""
+    compute = rf"(?P<compute>{backends.tag_pattern()})"
+    return (
+        rf"torch-(?P<backend>{'|'.join(map(re.escape, backends.names()))})",
+        rf"torch-stable-abi(?P<major>\d)(?P<minor>\d+)-{compute}-{_ARCH}",
+        rf"torch(?P<major>\d)(?P<minor>\d+)(?:-cxx11)?-{compute}-{_ARCH}",
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -39,7 +45,7 @@ class Variant:
 
     @property
     def compute(self) -> str:
-        record = backends.BY_NAME.get(self.backend)
+        record = backends.by_name().get(self.backend)
         if record and record.tag:
             return record.tag + _compact(self.toolkit)
         return self.backend
@@ -63,14 +69,15 @@ class Variant:
 
     @classmethod
     def parse(cls, name: str) -> Variant:
-        match = _NOARCH_RE.fullmatch(name)
+        noarch, stable, compiled = _name_patterns()
+        match = re.fullmatch(noarch, name)
         if match:
             return cls(torch=None, backend=match["backend"], cpu="", os="", kind=NOARCH)
         kind = STABLE_ABI
-        match = _STABLE_RE.fullmatch(name)
+        match = re.fullmatch(stable, name)
         if match is None:
             kind = COMPILED
-            match = _COMPILED_RE.fullmatch(name)
+            match = re.fullmatch(compiled, name)
         if match is None:
             raise KbuildError(
                 f"`{name}` is not a build variant name",
@@ -131,9 +138,9 @@ class TorchInstall:
 
     version: str  # full, e.g. "2.13.0+cpu"
     package_dir: Path
-    cuda: str | None
-    hip: str | None
-    xpu: bool
+    # The backend fields of torch/version.py that are set, by name (`cuda = 13.0`): the
+    # `torch_field` of a backend record says which one, if any, marks a torch built for it.
+    backend_fields: dict[str, str]
 
     @property
     def major_minor(self) -> str:
@@ -142,9 +149,13 @@ class TorchInstall:
     @property
     def backend(self) -> str:
         for record in backends.ALL:
-            if record.torch_field and getattr(self, record.torch_field):
+            if record.torch_field in self.backend_fields:
                 return record.name
         return next((b.name for b in backends.ALL if b.torch_platform == sys.platform), backends.CPU.name)
+
+    def toolkit(self, backend: backends.Backend) -> str | None:
+        """The version of `backend`'s toolkit torch was built with, when torch records it ("13.0")."""
+        return self.backend_fields.get(backend.torch_field or "") if backend.torch_field_is_toolkit else None
 
     @property
     def include_dirs(self) -> list[Path]:
@@ -172,15 +183,9 @@ def find_torch() -> TorchInstall:
         return match.group(1) if match else None
 
     version = field("__version__") or importlib.metadata.version("torch")
-    xpu = field("xpu") is not None
-    cuda_field, hip_field = backends.CUDA.torch_field, backends.ROCM.torch_field
-    return TorchInstall(
-        version=version,
-        package_dir=package_dir,
-        cuda=field(cuda_field) if cuda_field else None,
-        hip=field(hip_field) if hip_field else None,
-        xpu=xpu,
-    )
+    names = {record.torch_field for record in backends.ALL if record.torch_field}
+    found = {name: value for name in sorted(names) if (value := field(name)) is not None}
+    return TorchInstall(version=version, package_dir=package_dir, backend_fields=found)
 
 
 def _machine() -> str:
@@ -207,7 +212,7 @@ def detect_variant(backend: str | None = None) -> Variant:
             fix=f"run kbuild from a Python environment whose torch was built for {backend}",
         )
     record = backends.get(backend)
-    toolkit = getattr(torch, record.torch_field) if record.torch_field and record.torch_field_is_toolkit else None
+    toolkit = torch.toolkit(record)
     return Variant(
         torch=torch.major_minor,
         backend=backend,

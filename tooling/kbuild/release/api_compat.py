@@ -280,12 +280,14 @@ def guard_release(
 
 def _loads_here(variant: str) -> bool:
     """Whether `variant` is this environment's (its builds can be loaded and compared here)."""
+    from kbuild.model.backends import CPU
     from kbuild.model.variants import NOARCH, Variant, detect_variant
 
     try:
         parsed = Variant.parse(variant)
         return (
-            parsed.kind == NOARCH or detect_variant(parsed.backend if parsed.backend == "cpu" else None).name == variant
+            parsed.kind == NOARCH
+            or detect_variant(parsed.backend if parsed.backend == CPU.name else None).name == variant
         )
     except KbuildError:
         return False

@@ -23,16 +23,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbuild.build.abi import check_abi
-from kbuild.build.builder import require_all_capabilities
 from kbuild.card.content import published_plots, render_card
 from kbuild.core import gitrepo, locks, paths
 from kbuild.core.errors import KbuildError
 from kbuild.core.hubid import check_branch, check_repo_id
 from kbuild.core.redact import say, scrub
-from kbuild.model.inputs import input_digest, require_fresh
+from kbuild.model import arch_rules, backends
+from kbuild.model.inputs import input_digest, rebuild_fix, require_fresh
 from kbuild.model.manifest import Manifest, load_manifest
 from kbuild.model.matrix import ci_variants
-from kbuild.model.variants import BuiltVariant
+from kbuild.model.variants import NOARCH, BuiltVariant, Variant
 from kbuild.release.api_compat import guard_release
 from kbuild.release.published_repos import REPO_TYPE, GitRepository, HubRepository
 
@@ -128,7 +128,7 @@ def prepare_release(
                 )
             try:
                 require_fresh(manifest, built[name], digest=digest)
-                require_all_capabilities(manifest, built[name], digest=digest)
+                require_all_capabilities(manifest, built[name])
             except KbuildError as err:
                 others = [other for other in chosen if other != name]
                 if variants is None and others:
@@ -152,6 +152,24 @@ def prepare_release(
         card = Card(manifest, ci, sorted(built), readme)
         return Release(repo_id, branch, units, [Unit("", main, "Update the kernel card")], findings, card)
     return Release(repo_id, branch, units, [], findings)
+
+
+def require_all_capabilities(manifest: Manifest, variant_dir: Path) -> None:
+    """Refuse a variant built for the local GPU only: its metadata.json records fewer archs than
+    build.toml lists for it (kbuild.model.arch_rules)."""
+    variant = Variant.parse(variant_dir.name)
+    if not backends.get(variant.backend).cuda_capabilities or variant.kind == NOARCH:
+        return
+    metadata_file = variant_dir / "metadata.json"
+    recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("backend", {}).get("archs", [])
+    expected = arch_rules.variant_archs(manifest, variant)
+    if recorded != expected:
+        raise KbuildError(
+            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local or CI build), "
+            f"not every capability build.toml lists ({', '.join(expected)})",
+            file=str(metadata_file),
+            fix=rebuild_fix(manifest, variant_dir.name),
+        )
 
 
 def _variant_files(kernel_dir: Path, variant: str) -> dict[str, Path | bytes]:
