@@ -497,7 +497,7 @@ def _publish_arguments(parser: argparse.ArgumentParser) -> None:
     ),
 )
 def cmd_publish(args: argparse.Namespace) -> int:
-    from kbuild.release import execute
+    from kbuild.release import execute, plan
 
     if args.allow_nonportable and not args.to:
         raise KbuildError(
@@ -506,7 +506,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         )
     if args.create_pr and args.to:
         raise KbuildError("--create-pr applies to the Hub only", fix="drop --to, or drop --create-pr")
-    release = execute.prepare_release(
+    release = plan.plan_release(
         Path(args.kernel), repo_id=args.repo_id, variants=args.variant, card_only=args.card_only
     )
     if args.branch:
@@ -516,7 +516,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         release = dataclasses.replace(release, branch=args.branch)
     if args.dry_run:
         target = str(Path(args.to) / release.repo_id) if args.to else "hub"
-        say("\n".join(execute.describe(release, target, allow_nonportable=args.allow_nonportable)))
+        say("\n".join(plan.describe(release, target, allow_nonportable=args.allow_nonportable)))
         return 1 if release.abi_findings and not args.allow_nonportable else 0
     if args.to:
         for finding in release.abi_findings if args.allow_nonportable else []:

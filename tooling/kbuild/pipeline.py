@@ -68,9 +68,10 @@ def publish_locally(kernel_dir: Path, variant: str, hub: Path) -> tuple[str, Pat
     """Publish the tested variant, the card and the benchmarks into the local hub folder (this
     machine's toolchain is not manylinux-portable: ABI findings are allowed there and only there);
     return a summary and the checkout of the version branch that `kernels` loads."""
-    from kbuild.release.execute import prepare_release, publish_to_folder
+    from kbuild.release.execute import publish_to_folder
+    from kbuild.release.plan import plan_release
 
-    for release in (prepare_release(kernel_dir, variants=[variant]), prepare_release(kernel_dir, card_only=True)):
+    for release in (plan_release(kernel_dir, variants=[variant]), plan_release(kernel_dir, card_only=True)):
         repo = publish_to_folder(release, hub, allow_nonportable=True, log=lambda line: None)
     return f"{repo} ({release.branch})", check_out_branch(repo, release.branch)
 

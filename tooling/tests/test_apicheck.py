@@ -20,7 +20,8 @@ from kbuild.card.content import DEFAULT_TEMPLATE
 from kbuild.cli import main
 from kbuild.core import gitrepo
 from kbuild.release.api_compat import compare, probe, signature_problems
-from kbuild.release.execute import prepare_release, publish_to_folder, publish_to_hub
+from kbuild.release.execute import publish_to_folder, publish_to_hub
+from kbuild.release.plan import plan_release
 
 REPO = Path(__file__).resolve().parents[2]
 P, PK, KW = "POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD", "KEYWORD_ONLY"
@@ -96,7 +97,7 @@ def relu_variant(relu_copy) -> Path:
 @pytest.fixture
 def hub(relu_copy, relu_variant, tmp_path) -> Path:
     """A local hub folder with relu's build published on v1."""
-    release = prepare_release(relu_copy, variants=[relu_variant.name])
+    release = plan_release(relu_copy, variants=[relu_variant.name])
     publish_to_folder(release, tmp_path / "hub", allow_nonportable=True, log=_quiet)
     return tmp_path / "hub"
 
@@ -248,7 +249,7 @@ def test_publish_create_pr_opens_pull_requests_and_leaves_the_branches(tmp_path)
     _variant(kernel_dir, V213, "one")
     with FakeHub() as fake:
         api = HfApi(endpoint=fake.endpoint, token="hf_fake_token")
-        publish_to_hub(prepare_release(kernel_dir, repo_id="org/demo"), api, create_pr=True, log=_quiet)
+        publish_to_hub(plan_release(kernel_dir, repo_id="org/demo"), api, create_pr=True, log=_quiet)
         repo = fake.repos["org/demo"]
         assert sorted(repo.pulls) == ["refs/pr/1", "refs/pr/2"]
         assert [target for target, _ in repo.pulls.values()] == ["v2", "main"]
@@ -266,13 +267,13 @@ def test_publish_does_not_compare_a_build_that_does_not_load(tmp_path):
     (kernel_dir / "demo.cpp").write_text("// demo\n")
     (kernel_dir / "torch-ext" / "demo" / "__init__.py").write_text("__all__ = []\n")
     variant = _variant(kernel_dir, V213, "one")
-    publish_to_folder(prepare_release(kernel_dir, repo_id="org/demo", variants=[V213]), tmp_path / "hub", log=_quiet)
+    publish_to_folder(plan_release(kernel_dir, repo_id="org/demo", variants=[V213]), tmp_path / "hub", log=_quiet)
     (variant / "__init__.py").write_text("raise ImportError('boom')\n")
     (variant / "metadata.json").write_text(
         (variant / "metadata.json").read_text().replace('"id"', '"name": "demo", "id"')
     )
     lines: list[str] = []
-    release = prepare_release(kernel_dir, repo_id="org/demo", variants=[V213])
+    release = plan_release(kernel_dir, repo_id="org/demo", variants=[V213])
     publish_to_folder(release, tmp_path / "hub", log=lines.append)
     assert lines[0] == f"api-check: build/{V213} not compared with v2: the build does not load: ImportError: boom"
     assert gitrepo.git(["show", f"v2:build/{V213}/__init__.py"], tmp_path / "hub" / "org" / "demo").startswith("raise")

@@ -37,7 +37,7 @@ def test_help_says_where_the_token_comes_from_and_that_builds_are_incremental(co
 
 def test_nonportable_fix_names_the_flag():
     from kbuild.core.errors import KbuildError
-    from kbuild.release.execute import Release
+    from kbuild.release.plan import Release
 
     with pytest.raises(KbuildError) as err:
         Release("org/demo", "v1", abi_findings=["x.so: needs GLIBC_2.34"]).require_portable()

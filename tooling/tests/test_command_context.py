@@ -12,7 +12,7 @@ from kbuild.card.content import DEFAULT_TEMPLATE
 from kbuild.cli import main
 from kbuild.model import inputs
 from kbuild.model.manifest import load_manifest
-from kbuild.release import execute as publish
+from kbuild.release import plan
 
 CU126 = "torch213-cxx11-cu126-x86_64-linux"
 CU130 = "torch213-cxx11-cu130-x86_64-linux"
@@ -48,7 +48,7 @@ def calls(monkeypatch) -> dict[str, int]:
         counts["card"] += 1
         return render(*args, **kwargs)
 
-    for module in (inputs, build, publish):
+    for module in (inputs, build, plan):
         monkeypatch.setattr(module, "input_digest", counting_digest, raising=False)
     monkeypatch.setattr(card_render, "render", counting_render)
     return counts

@@ -17,7 +17,8 @@ from kbuild.core import gitrepo
 from kbuild.core.errors import KbuildError
 from kbuild.model.manifest import load_manifest
 from kbuild.pipeline import check_out_branch
-from kbuild.release.execute import prepare_release, publish_to_folder
+from kbuild.release.execute import publish_to_folder
+from kbuild.release.plan import plan_release
 
 IDENTITY = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -212,7 +213,7 @@ def test_every_url_and_path_kbuild_gives_git_comes_after_double_dash(no_cutlass,
     )
     shutil.copyfile(DEFAULT_TEMPLATE, kernel / "CARD.md")
     build_kernel(kernel, log=lambda line: None)
-    release = prepare_release(kernel, variants=["torch-cpu"])
+    release = plan_release(kernel, variants=["torch-cpu"])
     repo = publish_to_folder(release, tmp / "hub", allow_nonportable=True, log=lambda line: None)
     for _ in range(2):  # the second one moves the existing checkout
         check_out_branch(repo, release.branch)

@@ -26,7 +26,7 @@ from kbuild.core.errors import KbuildError
 from kbuild.model import cuda
 from kbuild.model.manifest import load_manifest
 from kbuild.model.variants import Variant, find_torch
-from kbuild.release.execute import require_all_capabilities
+from kbuild.release.plan import require_all_capabilities
 from kbuild.testing.runner import run_tests
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ from kbuild.core import gitrepo
 from kbuild.core.errors import KbuildError
 from kbuild.model.inputs import input_digest
 from kbuild.model.manifest import load_manifest
-from kbuild.release.execute import describe, prepare_release, publish_to_folder, publish_to_hub
+from kbuild.release.execute import publish_to_folder, publish_to_hub
+from kbuild.release.plan import describe, plan_release
 
 V212 = "torch212-cxx11-cpu-x86_64-linux"
 V213 = "torch213-cxx11-cpu-x86_64-linux"
@@ -84,7 +85,7 @@ def _quiet(_line: str) -> None:
 
 
 def test_dry_run_lists_the_operations(kernel):
-    lines = describe(prepare_release(kernel, repo_id="org/demo"), "hub")
+    lines = describe(plan_release(kernel, repo_id="org/demo"), "hub")
     assert lines == [
         "hub: repository org/demo, create if missing",
         "hub: branch v2, create from main if missing",
@@ -104,12 +105,12 @@ def test_dry_run_lists_the_operations(kernel):
         "commit to main: Update the kernel card",
         f"  add README.md ({len(render_card(kernel, repo_id='org/demo').encode())} bytes)",
     ]
-    only = describe(prepare_release(kernel, repo_id="org/demo", variants=[V213]), "hub")
+    only = describe(plan_release(kernel, repo_id="org/demo", variants=[V213]), "hub")
     assert [line for line in only if line.startswith("commit")] == [f"commit to v2: Upload {V213}"]
 
 
 def test_publish_to_hub(kernel, hub):
-    publish_to_hub(prepare_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
+    publish_to_hub(plan_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
     assert hub.repos["org/demo"].type == "kernel"
     branch = hub.files("org/demo", "v2")
     assert sorted(branch) == [
@@ -129,12 +130,12 @@ def test_publish_to_hub(kernel, hub):
     assert hub.authorization == {"Bearer hf_fake_token"}
     # publishing the same files again commits nothing
     commits = len(hub.repos["org/demo"].log)
-    publish_to_hub(prepare_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
+    publish_to_hub(plan_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
     assert len(hub.repos["org/demo"].log) == commits
 
 
 def test_reupload_replaces_one_variant_and_deletes_its_stale_file(kernel, hub):
-    publish_to_hub(prepare_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
+    publish_to_hub(plan_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
     before = hub.files("org/demo", "v2")
     shutil.rmtree(kernel / "build" / V213)
     variant = kernel / "build" / V213
@@ -142,7 +143,7 @@ def test_reupload_replaces_one_variant_and_deletes_its_stale_file(kernel, hub):
     (variant / "__init__.py").write_text("# two\n")
     provenance = {"sources": input_digest(load_manifest(kernel))}
     (variant / "metadata.json").write_text(json.dumps({"provenance": provenance}))
-    publish_to_hub(prepare_release(kernel, repo_id="org/demo", variants=[V213]), _api(hub), log=_quiet)
+    publish_to_hub(plan_release(kernel, repo_id="org/demo", variants=[V213]), _api(hub), log=_quiet)
     after = hub.files("org/demo", "v2")
     assert f"build/{V213}/sub/data.txt" not in after
     assert after[f"build/{V213}/__init__.py"] == b"# two\n"
@@ -153,13 +154,13 @@ def test_reupload_replaces_one_variant_and_deletes_its_stale_file(kernel, hub):
 def test_concurrent_variant_uploads_to_one_branch(kernel, hub):
     """Two jobs plan their commits against one head; the Hub refuses the second (412), which
     plans again and succeeds."""
-    publish_to_hub(prepare_release(kernel, repo_id="org/demo", card_only=True), _api(hub), log=_quiet)
+    publish_to_hub(plan_release(kernel, repo_id="org/demo", card_only=True), _api(hub), log=_quiet)
     hub.hold_commits(2)
     errors = []
 
     def job(name: str) -> None:
         try:
-            publish_to_hub(prepare_release(kernel, repo_id="org/demo", variants=[name]), _api(hub), log=_quiet)
+            publish_to_hub(plan_release(kernel, repo_id="org/demo", variants=[name]), _api(hub), log=_quiet)
         except Exception as exc:  # reported below
             errors.append(exc)
 
@@ -180,7 +181,7 @@ def test_unreadable_library_stops_publishing(kernel):
     library = kernel / "build" / V213 / "_demo.abi3.so"
     library.write_text("not an ELF file")
     with pytest.raises(KbuildError, match="not a readable ELF"):
-        prepare_release(kernel, repo_id="org/demo")
+        plan_release(kernel, repo_id="org/demo")
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile a test library")
@@ -189,7 +190,7 @@ def test_abi_findings_block_publishing(kernel, tmp_path, hub):
 
     (tmp_path / "lib").mkdir()
     _compile(tmp_path / "lib", kernel / "build" / V213 / "_demo.abi3.so", "USE_NEW_VERSION")
-    release = prepare_release(kernel, repo_id="org/demo")
+    release = plan_release(kernel, repo_id="org/demo")
     assert any("needs GLIBC_2.34" in finding for finding in release.abi_findings)
     assert describe(release, "hub")[-1].startswith(f"blocked: ABI check: {kernel}/build/{V213}/_demo.abi3.so")
     with pytest.raises(KbuildError, match="the ABI check fails"):
@@ -202,21 +203,21 @@ def test_abi_findings_block_publishing(kernel, tmp_path, hub):
 
 def test_errors(kernel, monkeypatch, tmp_path):
     with pytest.raises(KbuildError, match="is not a Hub repository id"):
-        prepare_release(kernel, repo_id="demo")
+        plan_release(kernel, repo_id="demo")
     with pytest.raises(KbuildError, match="variant torch299-cxx11-cpu-x86_64-linux is not built"):
-        prepare_release(kernel, repo_id="org/demo", variants=["torch299-cxx11-cpu-x86_64-linux"])
+        plan_release(kernel, repo_id="org/demo", variants=["torch299-cxx11-cpu-x86_64-linux"])
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
     monkeypatch.setattr("huggingface_hub.constants.HF_STORED_TOKENS_PATH", str(tmp_path / "no-tokens"))
     with pytest.raises(KbuildError, match="no Hugging Face token"):
-        publish_to_hub(prepare_release(kernel, repo_id="org/demo"), log=_quiet)
+        publish_to_hub(plan_release(kernel, repo_id="org/demo"), log=_quiet)
 
 
 def test_hub_refusal_is_a_kbuild_error(kernel, hub):
-    publish_to_hub(prepare_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
+    publish_to_hub(plan_release(kernel, repo_id="org/demo"), _api(hub), log=_quiet)
     hub.repos["org/demo"].type = "model"  # the repository now answers 404 as a kernel repo
     with pytest.raises(KbuildError, match="HTTP 404"):
-        publish_to_hub(prepare_release(kernel, repo_id="org/demo", variants=[V212]), _api(hub), log=_quiet)
+        publish_to_hub(plan_release(kernel, repo_id="org/demo", variants=[V212]), _api(hub), log=_quiet)
 
 
 # -- the local hub folder ----------------------------------------------------------------------
@@ -224,20 +225,20 @@ def test_hub_refusal_is_a_kbuild_error(kernel, hub):
 
 def test_folder_publish_replaces_variants(kernel, tmp_path):
     folder = tmp_path / "hub"
-    repo = publish_to_folder(prepare_release(kernel, repo_id="org/demo"), folder, log=_quiet)
+    repo = publish_to_folder(plan_release(kernel, repo_id="org/demo"), folder, log=_quiet)
     assert repo == folder / "org" / "demo"
     listing = gitrepo.git(["ls-tree", "-r", "--name-only", "v2"], repo).split()
     assert f"build/{V213}/sub/data.txt" in listing and "benchmarks/benchmark_demo.py" in listing
     assert not any("__pycache__" in path for path in listing)
     assert gitrepo.git(["ls-tree", "-r", "--name-only", "main"], repo).split()[-1] == "README.md"
     (kernel / "build" / V213 / "sub" / "data.txt").unlink()
-    publish_to_folder(prepare_release(kernel, repo_id="org/demo", variants=[V213]), folder, log=_quiet)
+    publish_to_folder(plan_release(kernel, repo_id="org/demo", variants=[V213]), folder, log=_quiet)
     listing = gitrepo.git(["ls-tree", "-r", "--name-only", "v2"], repo).split()
     assert f"build/{V213}/sub/data.txt" not in listing and f"build/{V212}/sub/data.txt" in listing
     assert gitrepo.git(["status", "--porcelain"], repo) == ""
     # unchanged: no new commit
     head = gitrepo.git(["rev-parse", "v2"], repo)
-    publish_to_folder(prepare_release(kernel, repo_id="org/demo", variants=[V213]), folder, log=_quiet)
+    publish_to_folder(plan_release(kernel, repo_id="org/demo", variants=[V213]), folder, log=_quiet)
     assert gitrepo.git(["rev-parse", "v2"], repo) == head
 
 
@@ -254,7 +255,7 @@ def built_relu(relu_copy: Path) -> Path:
 
 def test_folder_publish_loads_with_kernels(built_relu, tmp_path):
     # Built with this machine's toolchain: may need a newer glibc than manylinux_2_28 (fine here).
-    release = prepare_release(built_relu)
+    release = plan_release(built_relu)
     repo = publish_to_folder(release, tmp_path / "hub", allow_nonportable=True, log=_quiet)
     assert repo == tmp_path / "hub" / "kernels-community" / "relu"
     if gitrepo.lfs_available(repo):
@@ -337,7 +338,7 @@ def test_sigstore_bundle_travels_with_its_variant_and_kernels_reads_it(kernel, t
 
     bundle = '{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}\n'
     (kernel / "build" / V213 / "metadata.json.sigstore").write_text(bundle)
-    repo = publish_to_folder(prepare_release(kernel, repo_id="org/demo"), tmp_path / "hub", log=_quiet)
+    repo = publish_to_folder(plan_release(kernel, repo_id="org/demo"), tmp_path / "hub", log=_quiet)
     assert gitrepo.git(["show", f"v2:build/{V213}/metadata.json.sigstore"], repo) == bundle
     checkout = tmp_path / "checkout"
     gitrepo.git(["clone", "--quiet", "--branch", "v2", str(repo), str(checkout)], tmp_path)

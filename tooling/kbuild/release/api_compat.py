@@ -17,17 +17,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kbuild.core.childenv import without_credentials
 from kbuild.core.errors import KbuildError
 from kbuild.core.redact import say, scrub
-
-if TYPE_CHECKING:
-    from kbuild.release.execute import Release
-    from kbuild.release.published_repos import Source
 
 PROBE = Path(__file__).with_name("api_dump.py")
 POSITIONAL = ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")
@@ -174,7 +170,7 @@ def fix_line(manifest_path: Path | str, version: int) -> str:
     )
 
 
-# -- the command and publishing ------------------------------------------------------------------
+# -- the command ------------------------------------------------------------------------------------
 
 
 def api_check(
@@ -234,60 +230,3 @@ def _require_same_kernel(name: str, metadata_file: Path, against: str) -> None:
             fix=f"pass {name}'s own repository to --against (a hub folder or OWNER/NAME), or leave --against out "
             "to use the repo-id of build.toml",
         )
-
-
-def guard_release(
-    release: Release, source: Source, *, allow_breaking: bool, log: Callable[[str], None] = say
-) -> Release:
-    """Compare each variant of `release` that loads here with its build on the existing version
-    branch of `source`. A break stops the release unless `allow_breaking`, which publishes it
-    with the breaks named in the commit messages."""
-    from kbuild.release.published_repos import version_of
-
-    major = version_of(release.branch)
-    if not major or release.branch not in source.branches():
-        return release
-    loadable = [u for u in release.branch_units if u.prefix.startswith("build/") and _loads_here(u.prefix[6:])]
-    if not loadable:
-        if any(u.prefix.startswith("build/") for u in release.branch_units):
-            log(f"api-check: no variant of this release loads here; not compared with {release.branch}")
-        return release
-    found: dict[str, list[Break]] = {}
-    with source.checkout(release.branch, [u.prefix[6:] for u in loadable]) as published:
-        for unit in loadable:
-            old, metadata = published / unit.prefix / "metadata.json", unit.files.get(f"{unit.prefix}/metadata.json")
-            if not old.is_file() or not isinstance(metadata, Path) or old.read_bytes() == metadata.read_bytes():
-                continue  # new on the branch, or the very build published (its metadata holds every file's digest)
-            try:
-                before, after = probe_all([old.parent, metadata.parent])
-            except KbuildError as err:
-                log(f"api-check: {unit.prefix} not compared with {release.branch}: {err.message}")
-                continue
-            found[unit.prefix] = compare(before, after)
-    lines = [f"{prefix}: {item}" for prefix, items in found.items() for item in items]
-    if not lines:
-        return release
-    if not allow_breaking:
-        raise BreakingChange(
-            f"breaking changes against {release.branch} of {source.label}:\n  " + "\n  ".join(lines),
-            fix=f"raise `version` in build.toml (it publishes to a new branch v{major + 1}); "
-            "in an emergency, publish anyway with --allow-breaking",
-        )
-    note = "\n\nBreaking change published with --allow-breaking:\n" + "\n".join(lines)
-    units = [replace(u, message=u.message + note) if found.get(u.prefix) else u for u in release.branch_units]
-    return replace(release, branch_units=units)
-
-
-def _loads_here(variant: str) -> bool:
-    """Whether `variant` is this environment's (its builds can be loaded and compared here)."""
-    from kbuild.model.backends import CPU
-    from kbuild.model.variants import NOARCH, Variant, detect_variant
-
-    try:
-        parsed = Variant.parse(variant)
-        return (
-            parsed.kind == NOARCH
-            or detect_variant(parsed.backend if parsed.backend == CPU.name else None).name == variant
-        )
-    except KbuildError:
-        return False

@@ -1,14 +1,11 @@
-"""Publishing built variants: to a Hub kernel repository (the only module that talks to the
-Hub, through huggingface_hub's HfApi), or to a local hub folder of git repositories (through
-kbuild.core.gitrepo).
+"""Executing a release (the plan of kbuild.release.plan, passed by kbuild.release.guard): commit it
+to a Hub kernel repository (the only module that talks to the Hub, through huggingface_hub's HfApi),
+or to a local hub folder of git repositories (through kbuild.core.gitrepo).
 
-Layout of both: branch `v<version>` holds `build/<variant>/...` and
-`benchmarks/benchmark*.py`; `main` holds the rendered card as `README.md` (plus the benchmark plot
-it shows). Each variant is replaced as a unit in its own commit (files added, that variant's stale
-files deleted, other variants untouched), so parallel CI jobs can each publish their own variant.
-On the Hub a commit names the branch head it was planned against (`parent_commit`); when another
-job committed in between, the Hub answers 409/412 and the commit is planned again from the new
-head.
+Each unit is replaced in its own commit (files added, that unit's stale files deleted, other
+variants untouched), so parallel CI jobs can each publish their own variant. On the Hub a commit
+names the branch head it was planned against (`parent_commit`); when another job committed in
+between, the Hub answers 409/412 and the commit is planned again from the new head.
 """
 
 from __future__ import annotations
@@ -18,22 +15,16 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kbuild.build.abi import check_abi
-from kbuild.card.content import published_plots, render_card
+from kbuild.card.content import render_card
 from kbuild.core import gitrepo, locks, paths
 from kbuild.core.errors import KbuildError
-from kbuild.core.hubid import check_branch, check_repo_id
+from kbuild.core.hubid import check_repo_id
 from kbuild.core.redact import say, scrub
-from kbuild.model import arch_rules, backends
-from kbuild.model.inputs import input_digest, rebuild_fix, require_fresh
-from kbuild.model.manifest import Manifest, load_manifest
-from kbuild.model.matrix import ci_variants
-from kbuild.model.variants import NOARCH, BuiltVariant, Variant
-from kbuild.release.api_compat import guard_release
+from kbuild.release.guard import guard_release
+from kbuild.release.plan import Release, Unit
 from kbuild.release.published_repos import REPO_TYPE, GitRepository, HubRepository
 
 if TYPE_CHECKING:
@@ -45,165 +36,6 @@ LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.png")
 AUTHOR = ["-c", "user.name=kbuild", "-c", "user.email=kbuild@localhost"]
 # The temporary folder of the version-branch checkout of `publish --to`.
 HUB_CHECKOUT_PREFIX = "kbuild-hub-"
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Files replaced together: the commit deletes every file under `prefix` not in `files`."""
-
-    prefix: str  # "build/torch213-cxx11-cpu-x86_64-linux", "benchmarks"; "" = only add (README on main)
-    files: dict[str, Path | bytes]  # path in the repository -> local file or content
-    message: str
-
-
-@dataclass(frozen=True)
-class Card:
-    """The kernel card of a release: README.md as rendered for `variants` on the version branch, and
-    what renders it again when the branch holds other variants after the upload."""
-
-    manifest: Manifest
-    ci_variants: list[BuiltVariant]
-    variants: list[str]  # sorted
-    readme: bytes
-
-
-@dataclass(frozen=True)
-class Release:
-    repo_id: str
-    branch: str
-    branch_units: list[Unit] = field(default_factory=list)
-    main_units: list[Unit] = field(default_factory=list)
-    abi_findings: list[str] = field(default_factory=list)  # `kbuild check --abi` of the variants
-    card: Card | None = None
-
-    def require_portable(self) -> None:
-        if self.abi_findings:
-            raise KbuildError(
-                "the ABI check fails:\n  " + "\n  ".join(self.abi_findings),
-                fix="build in the manylinux_2_28 container that `kbuild matrix` names; "
-                "to publish into a local hub folder anyway, add --allow-nonportable to `kbuild publish --to`",
-            )
-
-
-def prepare_release(
-    kernel_dir: Path,
-    *,
-    repo_id: str | None = None,
-    variants: list[str] | None = None,
-    card_only: bool = False,
-) -> Release:
-    """What to publish: the named (default: all built) variants, the benchmarks and the card.
-
-    `variants` given: only those variants. `card_only`: only the card (main) and benchmarks.
-    Each variant is ABI-checked; publishing requires `release.require_portable()` to pass."""
-    kernel_dir = Path(kernel_dir)
-    manifest = load_manifest(kernel_dir)
-    if repo_id:
-        check_repo_id(repo_id, source="--repo-id")
-    else:
-        repo_id = check_repo_id(manifest.repo_id, source="[general.hub] repo-id", file=manifest.path)
-    branch = check_branch(manifest.upload_branch, file=manifest.path)
-    built = {
-        d.name: paths.inside(kernel_dir, f"build/{d.name}", what="built variant")
-        for d in sorted((kernel_dir / "build").glob("*/"))
-        if (d / "metadata.json").is_file()
-    }
-    units: list[Unit] = []
-    findings: list[str] = []
-    if not card_only:
-        digest = input_digest(manifest)
-        chosen = variants or sorted(built)
-        if not chosen:
-            raise KbuildError(
-                "nothing is built",
-                file=str(kernel_dir / "build"),
-                fix=f"run `kbuild build {kernel_dir}` first",
-            )
-        for name in chosen:
-            if name not in built:
-                raise KbuildError(
-                    f"variant {name} is not built",
-                    file=str(kernel_dir / "build"),
-                    fix=f"build it, or choose one of: {', '.join(built) or 'none'}",
-                )
-            try:
-                require_fresh(manifest, built[name], digest=digest)
-                require_all_capabilities(manifest, built[name])
-            except KbuildError as err:
-                others = [other for other in chosen if other != name]
-                if variants is None and others:
-                    leave_out = " ".join(f"--variant {other}" for other in others)
-                    err.fix = f"{err.fix}; or leave it out: add `{leave_out}` to the publish command"
-                raise
-            findings += [str(f) for f in check_abi(built[name])]
-            units.append(Unit(f"build/{name}", _variant_files(kernel_dir, name), f"Upload {name}"))
-    if variants is None:
-        benchmarks: dict[str, Path | bytes] = {
-            f"benchmarks/{p.name}": paths.inside(kernel_dir, f"benchmarks/{p.name}", what="benchmark")
-            for p in sorted((kernel_dir / "benchmarks").glob("benchmark*.py"))
-        }
-        units.append(Unit("benchmarks", benchmarks, "Upload benchmarks"))
-
-        ci = ci_variants(manifest)
-        readme = render_card(manifest, ci_variants=ci, repo_id=repo_id, published=sorted(built)).encode()
-        main: dict[str, Path | bytes] = {"README.md": readme}
-        for plot in published_plots(kernel_dir):
-            main[plot] = kernel_dir / plot
-        card = Card(manifest, ci, sorted(built), readme)
-        return Release(repo_id, branch, units, [Unit("", main, "Update the kernel card")], findings, card)
-    return Release(repo_id, branch, units, [], findings)
-
-
-def require_all_capabilities(manifest: Manifest, variant_dir: Path) -> None:
-    """Refuse a variant built for the local GPU only: its metadata.json records fewer archs than
-    build.toml lists for it (kbuild.model.arch_rules)."""
-    variant = Variant.parse(variant_dir.name)
-    if not backends.get(variant.backend).cuda_capabilities or variant.kind == NOARCH:
-        return
-    metadata_file = variant_dir / "metadata.json"
-    recorded = json.loads(metadata_file.read_text(encoding="utf-8")).get("backend", {}).get("archs", [])
-    expected = arch_rules.variant_archs(manifest, variant)
-    if recorded != expected:
-        raise KbuildError(
-            f"{variant_dir.name} was compiled for {', '.join(recorded)} only (a local or CI build), "
-            f"not every capability build.toml lists ({', '.join(expected)})",
-            file=str(metadata_file),
-            fix=rebuild_fix(manifest, variant_dir.name),
-        )
-
-
-def _variant_files(kernel_dir: Path, variant: str) -> dict[str, Path | bytes]:
-    """The files of `build/<variant>/` (its sigstore bundle included), each inside the kernel."""
-    variant_dir = kernel_dir / "build" / variant
-    files: dict[str, Path | bytes] = {}
-    for path in sorted(variant_dir.rglob("*")):
-        rel = path.relative_to(variant_dir)
-        if "__pycache__" in rel.parts or path.suffix == ".pyc":
-            continue
-        resolved = paths.inside(kernel_dir, path.relative_to(kernel_dir), what="variant file")
-        if resolved.is_file():
-            files[f"build/{variant}/{rel.as_posix()}"] = resolved
-    return files
-
-
-def describe(release: Release, target: str, *, allow_nonportable: bool = False) -> list[str]:
-    """The plan, one line per operation (what --dry-run prints), then what the ABI check found."""
-    lines = [
-        f"{target}: repository {release.repo_id}, create if missing",
-        f"{target}: branch {release.branch}, create from main if missing",
-    ]
-    for branch, units in ((release.branch, release.branch_units), ("main", release.main_units)):
-        for unit in units:
-            lines.append(f"commit to {branch}: {unit.message}")
-            lines += [f"  add {path} ({_size(content)} bytes)" for path, content in unit.files.items()]
-            if unit.prefix:
-                lines.append(f"  delete every other file under {unit.prefix}/")
-    label = "warning: not portable, published anyway" if allow_nonportable else "blocked: ABI check"
-    return lines + [f"{label}: {finding}" for finding in release.abi_findings]
-
-
-def _size(content: Path | bytes) -> int:
-    return len(content) if isinstance(content, bytes) else content.stat().st_size
 
 
 # -- the Hub ---------------------------------------------------------------------------------
@@ -330,7 +162,7 @@ def _operations(api: HfApi, repo_id: str, head: str, unit: Unit) -> list[CommitO
 
 def _open_pull_requests(api: HfApi, release: Release, log: Callable[[str], None]) -> None:
     """One Hub pull request with every unit of the version branch, one with the card on main."""
-    uploaded = {unit.prefix.removeprefix("build/") for unit in release.branch_units if unit.prefix.startswith("build/")}
+    uploaded = {unit.variant for unit in release.variant_units if unit.variant}
     on_branch = _hub_variants(api, release.repo_id, release.branch)
     main_units = _card_units(release, lambda: sorted(uploaded | set(on_branch)))
     for branch, units in ((release.branch, release.branch_units), ("main", main_units)):
