@@ -1,0 +1,1 @@
+"""Testing a kernel against its fresh build: `kbuild test` and kbuild's pytest plugins."""
