@@ -166,6 +166,19 @@ def upstream_status(kernel_dirs: list[Path]) -> list[UpstreamStatus]:
     return statuses
 
 
+@dataclass(frozen=True)
+class _Move:
+    """The files a sync moves, from the upstream cache: those the map placed at the pinned commit
+    (`owned`) and those it places at the new one (`wanted`), kernel path -> upstream path."""
+
+    cache: Path
+    new: str  # the new commit
+    old_files: dict[str, tuple[str, str]]  # upstream path -> (mode, blob) at the pinned commit
+    new_files: dict[str, tuple[str, str]]  # ... at the new commit
+    owned: dict[str, str]
+    wanted: dict[str, str]
+
+
 def sync_kernel(kernel_dir: Path, ref: str | None = None, *, refresh_patches: bool = False) -> SyncResult:
     """Sync `kernel_dir` to `ref` (default: upstream.yaml's `ref`); see the module docstring.
     `refresh_patches`: carry the patches over to the new upstream files with git (kbuild.sync.refresh)
@@ -176,6 +189,30 @@ def sync_kernel(kernel_dir: Path, ref: str | None = None, *, refresh_patches: bo
     upstream = load_upstream(kernel_dir, manifest.general.upstream)
     root = kernel_dir.resolve()
     ref = ref or upstream.ref
+    move = _fetch_and_map(root, upstream, ref)
+    patches = upstream.patches()
+    log = gitrepo.log_oneline(move.cache, upstream.commit, move.new)
+    result = SyncResult(
+        manifest.name, upstream.url, ref, upstream.commit, move.new, log, patches=[patch.name for patch in patches]
+    )
+    refreshed: dict[str, bytes | None] = {}
+    if refresh_patches and patches:
+        refreshed = _refresh_patches(root, upstream, move, patches, again, result)
+    with tempfile.TemporaryDirectory(prefix="kbuild-sync-") as tmp:
+        stage = _stage(root, Path(tmp), upstream, move, patches, refreshed)
+        result.findings = _check(stage, kernel_dir, upstream)
+        patch_files = {f"{PATCH_DIR}/{name}" for name in refreshed}
+        _compare(root, stage, sorted(move.owned.keys() | move.wanted.keys() | patch_files), result)
+        result.sources = {path: move.wanted[path] for path in result.added + result.modified if path in move.wanted}
+        _swap_in(root, stage, result, Path(tmp) / "backup")
+    if refresh_patches:
+        refresh.discard(root)
+    return result
+
+
+def _fetch_and_map(root: Path, upstream: Upstream, ref: str) -> _Move:
+    """Fetch `ref` (and the pinned commit) into the cache and map the files of both commits,
+    refusing upstream paths and kernel destinations a sync may not touch."""
     cache = cache_dir(upstream.url)
     with _naming(upstream):
         new = gitrepo.fetch(cache, upstream.url, ref)
@@ -188,51 +225,47 @@ def sync_kernel(kernel_dir: Path, ref: str | None = None, *, refresh_patches: bo
     wanted = filemap.resolve(upstream, new_files, new, strict=True)
     _check_tree({**dict.fromkeys(owned), **dict.fromkeys(wanted)}, new, upstream, side="kernel")
     _check_destinations(root, upstream, owned, wanted)
-    patches = upstream.patches()
-    result = SyncResult(
-        manifest.name,
-        upstream.url,
-        ref,
-        upstream.commit,
-        new,
-        gitrepo.log_oneline(cache, upstream.commit, new),
-        patches=[patch.name for patch in patches],
-    )
-    refreshed: dict[str, bytes | None] = {}
-    if refresh_patches and patches:
-        pinned_tree, new_tree = (
-            _mapped(cache, commit, mapping, files)
-            for commit, mapping, files in ((upstream.commit, owned, old_files), (new, wanted, new_files))
+    return _Move(cache, new, old_files, new_files, owned, wanted)
+
+
+def _refresh_patches(
+    root: Path, upstream: Upstream, move: _Move, patches: list[Path], again: str, result: SyncResult
+) -> dict[str, bytes | None]:
+    """The patches carried over to the new upstream files (None: a patch upstream made unneeded),
+    recorded in `result`."""
+    pinned_tree = _mapped(move.cache, upstream.commit, move.owned, move.old_files)
+    new_tree = _mapped(move.cache, move.new, move.wanted, move.new_files)
+    refreshed = refresh.refresh_patches(root, patches, pinned_tree, new_tree, again)
+    result.refreshed = sorted(name for name, text in refreshed.items() if text is not None)
+    result.patches = [name for name in result.patches if refreshed.get(name, b"") is not None]
+    return refreshed
+
+
+def _stage(
+    root: Path, tmp: Path, upstream: Upstream, move: _Move, patches: list[Path], refreshed: dict[str, bytes | None]
+) -> Path:
+    """A copy of the kernel under `tmp` with the new upstream files, the patches applied and the
+    new commit recorded: what the kernel becomes if it passes `kbuild check`."""
+    stage = tmp / root.name
+    shutil.copytree(root, stage, symlinks=True, ignore=_ignore_outputs(root))
+    for dest in move.owned.keys() - move.wanted.keys():
+        _staged(stage, dest).unlink(missing_ok=True)
+    for dest, source in move.wanted.items():
+        mode, oid = filemap.follow_links(
+            source, move.new_files, lambda oid: gitrepo.read_blob(move.cache, oid).decode()
         )
-        refreshed = refresh.refresh_patches(root, patches, pinned_tree, new_tree, again)
-        result.refreshed = sorted(name for name, text in refreshed.items() if text is not None)
-        result.patches = [name for name in result.patches if refreshed.get(name, b"") is not None]
-    with tempfile.TemporaryDirectory(prefix="kbuild-sync-") as tmp:
-        stage = Path(tmp) / root.name
-        shutil.copytree(root, stage, symlinks=True, ignore=_ignore_outputs(root))
-        for dest in owned.keys() - wanted.keys():
-            _staged(stage, dest).unlink(missing_ok=True)
-        for dest, source in wanted.items():
-            mode, oid = filemap.follow_links(source, new_files, lambda oid: gitrepo.read_blob(cache, oid).decode())
-            _write(_staged(stage, dest), gitrepo.read_blob(cache, oid), mode, upstream)
-        for name, text in refreshed.items():
-            if text is None:
-                (stage / PATCH_DIR / name).unlink()
-            else:
-                (stage / PATCH_DIR / name).write_bytes(text)
-        for patch in patches:
-            if (stage / PATCH_DIR / patch.name).is_file():
-                _apply(stage / PATCH_DIR / patch.name if patch.name in refreshed else patch, stage, wanted)
-        if new != upstream.commit:
-            record_commit(stage / FILE_NAME, new)
-        result.findings = _check(stage, kernel_dir, upstream)
-        patch_files = {f"{PATCH_DIR}/{name}" for name in refreshed}
-        _compare(root, stage, sorted(owned.keys() | wanted.keys() | patch_files), result)
-        result.sources = {path: wanted[path] for path in result.added + result.modified if path in wanted}
-        _swap_in(root, stage, result, Path(tmp) / "backup")
-    if refresh_patches:
-        refresh.discard(root)
-    return result
+        _write(_staged(stage, dest), gitrepo.read_blob(move.cache, oid), mode, upstream)
+    for name, text in refreshed.items():
+        if text is None:
+            (stage / PATCH_DIR / name).unlink()
+        else:
+            (stage / PATCH_DIR / name).write_bytes(text)
+    for patch in patches:
+        if (stage / PATCH_DIR / patch.name).is_file():
+            _apply(stage / PATCH_DIR / patch.name if patch.name in refreshed else patch, stage, move.wanted)
+    if move.new != upstream.commit:
+        record_commit(stage / FILE_NAME, move.new)
+    return stage
 
 
 def _mapped(cache: Path, commit: str, mapping: dict[str, str], files: dict[str, tuple[str, str]]) -> refresh.Tree:
