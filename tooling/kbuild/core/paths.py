@@ -107,7 +107,7 @@ def real_dir(root: Path, rel: str | PurePath) -> Path:
         if current.is_symlink():
             current.unlink()
         if not current.exists():
-            current.mkdir()
+            current.mkdir(exist_ok=True)  # a second build may make it at the same moment
         elif not current.is_dir():
             raise KbuildError(f"{current} is a file where kbuild needs a folder", fix="remove it")
     return current
