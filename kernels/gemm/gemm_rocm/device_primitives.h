@@ -4,7 +4,7 @@
 //
 // Work-item ids and the barrier do not use HIP's threadIdx, blockIdx and __syncthreads: older HIP
 // headers (Debian's 5.2) implement those with device-library calls, which a device-only compile
-// without the device libraries (-nogpulib, as kbuild.rocm checks it) cannot inline, so the
+// without the device libraries (-nogpulib, as kbuild.build.rocm checks it) cannot inline, so the
 // checked assembly would have calls and spills that a full build lacks.
 #include <hip/hip_runtime.h>
 

@@ -1,7 +1,7 @@
 #pragma once
-// kbuild's stand-in for <hip/hip_fp8.h> (ROCm 6.2 and later), used only by kbuild.rocm's
+// kbuild's stand-in for <hip/hip_fp8.h> (ROCm 6.2 and later), used only by kbuild.build.rocm's
 // device-only compile check and only when the installed HIP headers lack that header (Debian 12
-// ships HIP 5.2.3): kbuild.rocm searches this folder after the system headers (-idirafter), so a
+// ships HIP 5.2.3): kbuild.build.rocm searches this folder after the system headers (-idirafter), so a
 // real ROCm install's header wins. It declares the FP8 types and conversions of AMD's documented
 // API (FNUZ and OCP, E4M3 and E5M2; storage types; __hip_cvt_* functions) with portable
 // round-to-nearest-even conversions in software, where ROCm uses the gfx942 conversion
