@@ -1,25 +1,26 @@
-// The CPU build uses torch's full C++ API; the CUDA build only the stable ABI.
+// The CPU build uses ATen's C++ API; the CUDA build only the stable ABI.
 #if defined(CUDA_KERNEL)
 #define USE_CUDA  // declares the stable shim's CUDA stream accessor
 #endif
 #include "registration.h"
 
 #if defined(CPU_KERNEL)
-#include <torch/all.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 void scale_cpu(float* out, const float* x, float factor, int64_t n);
 
-torch::Tensor scale(const torch::Tensor& x, double factor) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "scale: x must be contiguous float32");
-  torch::Tensor out = torch::empty_like(x);
+at::Tensor scale(const at::Tensor& x, double factor) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && x.is_contiguous(), "scale: x must be contiguous float32");
+  at::Tensor out = at::empty_like(x);
   scale_cpu(out.data_ptr<float>(), x.data_ptr<float>(), static_cast<float>(factor), x.numel());
   return out;
 }
 
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("scale(Tensor x, float factor) -> Tensor");
-  ops.impl("scale", torch::kCPU, &scale);
+  ops.impl("scale", at::kCPU, &scale);
 }
 #else
 #include <torch/csrc/stable/ops.h>
