@@ -260,6 +260,17 @@ def kernelized_blocks(args: argparse.Namespace, device: torch.device, gemm: Modu
     return blocks
 
 
+def environment(device: torch.device) -> dict:
+    """The device, the date and the versions, for a result's JSON."""
+    return {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "kernels": kernels.__version__,
+    }
+
+
 def relative_error(out: torch.Tensor, reference: torch.Tensor) -> float:
     return ((out.float() - reference.float()).norm() / reference.float().norm()).item()
 
@@ -321,11 +332,7 @@ def run(args: argparse.Namespace) -> dict:
     return {
         "example": "examples/fp8_block.py",
         "block": "x -> gate_up_proj (hidden -> 2 inner) -> silu(gate) * up -> down_proj (inner -> hidden), no bias",
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "kernels": kernels.__version__,
+        **environment(device),
         "compiled": args.compile,
         "hidden": sizes["hidden"],
         "inner": sizes["inner"],
@@ -374,11 +381,7 @@ def run_stack(args: argparse.Namespace) -> dict:
     return {
         "example": "examples/fp8_block.py --stack",
         "stack": "N blocks with distinct weights, one after the other on one input, in one CUDA graph",
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "kernels": kernels.__version__,
+        **environment(device),
         "hidden": sizes["hidden"],
         "inner": sizes["inner"],
         "reps": args.reps,
