@@ -34,13 +34,12 @@ import datetime
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import torch
-from fp8_block import copy_bandwidth_tbps, graph_replay  # this folder's block example
+from fp8_block import copy_bandwidth_tbps, graph_replay, time_once_ms  # this folder's block example
 from kernels import get_local_kernel
 
 DEFAULT_KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels" / "gemm"
@@ -174,17 +173,9 @@ class Timer:
         self.flush = torch.empty(256 << 20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
 
     def once_ms(self, fn: Forward) -> float:
-        if self.flush is None:
-            begin = time.perf_counter()
-            fn()
-            return (time.perf_counter() - begin) * 1e3
-        self.flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        if self.flush is not None:
+            self.flush.zero_()
+        return time_once_ms(fn, self.device)
 
     def interleaved_ms(self, fns: dict[str, Forward], reps: int) -> dict[str, float]:
         names = list(fns)

@@ -249,8 +249,12 @@ def machine_info(device):
 def result_stem(info) -> str:
     """'2026-11-23T0412-nvidia-h100-80gb-hbm3': sorts by date, names the device."""
     date = info["date_utc"][:16].replace(":", "")
-    device = re.sub(r"[^a-z0-9]+", "-", info["device"].lower()).strip("-")
-    return f"{date}-{device}"
+    return f"{date}-{device_slug(info['device'])}"
+
+
+def device_slug(device: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
 
 
 def unused_stem(out: Path, name: str) -> Path:
@@ -549,10 +553,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.versus_deepgemm:
         results = versus_deepgemm(kernel, args.versus_deepgemm, args, timer)
-        device_name = re.sub(r"[^a-z0-9]+", "-", results["machine"]["device"].lower().removeprefix("nvidia ")).strip(
-            "-"
-        )
-        path = args.out / f"deepgemm-{device_name}.json"
+        device = device_slug(results["machine"]["device"].lower().removeprefix("nvidia "))
+        path = args.out / f"deepgemm-{device}.json"
         path.write_text(json.dumps(results, indent=1) + "\n")
         print(f"wrote {path}")
         return 0
