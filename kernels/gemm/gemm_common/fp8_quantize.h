@@ -129,9 +129,19 @@ struct QuantizeArgs {
   int64_t q_stride_m = 0;
   float* scale = nullptr;  // (M, ceil(K/128)) in any strides; gemm_nt reads strides (1, M)
   int64_t scale_stride_m = 0, scale_stride_kb = 0;
+  // Optional gather: row m quantizes x's row x_row[m] (an entry outside 0..x_rows - 1: zeros).
+  const int32_t* x_row = nullptr;
+  int64_t x_rows = 0;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
 };
+
+// The row of x that row m quantizes, or -1 for a row of zeros.
+FP8GEMM_HD int64_t source_row(const QuantizeArgs& a, int64_t m) {
+  if (a.x_row == nullptr) return m;
+  const int64_t r = a.x_row[m];
+  return r >= 0 && r < a.x_rows ? r : -1;
+}
 
 // SiLU-and-mul alone: out (M, K) = silu(x[:, :K]) * x[:, K:], x and out of one dtype with
 // K-contiguous rows.
@@ -156,10 +166,12 @@ FP8GEMM_HD float load_input(const QuantizeArgs& a, int64_t m, int64_t k) {
   }
 }
 
-// Element (m, k) of what is quantized: x, or silu(gate) * up.
+// Element (m, k) of what is quantized: x (x's row source_row(a, m)), or silu(gate) * up.
 FP8GEMM_HD float quantize_source(const QuantizeArgs& a, int64_t m, int64_t k) {
-  if (!a.silu_and_mul) return load_input(a, m, k);
-  return silu_mul(load_input(a, m, k), load_input(a, m, k + a.K));
+  const int64_t r = source_row(a, m);
+  if (r < 0) return 0.0f;
+  if (!a.silu_and_mul) return load_input(a, r, k);
+  return silu_mul(load_input(a, r, k), load_input(a, r, k + a.K));
 }
 
 }  // namespace fp8gemm

@@ -101,8 +101,18 @@ struct GroupedGemmArgs {
   int64_t b_scale_stride_e = 0, b_scale_stride_nb = 0, b_scale_stride_kb = 0;
   uint16_t* out = nullptr;
   int64_t out_stride_m = 0, out_stride_n = 0;
+  // The one-launch kernel is wanted even where a host loop of dense GEMMs would be faster (inside a
+  // CUDA graph capture; few rows per expert).
+  bool one_launch = true;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
+  FP8GEMM_HD int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }
+  // Rows per expert that owns any, on average (masked: the capacity).
+  FP8GEMM_HD int64_t rows_per_expert() const {
+    if (masked) return capacity;
+    const int64_t owners = experts < rows ? experts : rows;
+    return owners > 0 ? ceil_div(rows, owners) : 0;
+  }
 };
 
 // The rows expert e owns: [*first, *first + count), count clamped to what the layout holds.

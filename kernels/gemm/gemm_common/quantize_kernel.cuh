@@ -89,9 +89,10 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
   const int64_t kb = active ? group % a.k_blocks() : 0, m = active ? group / a.k_blocks() : 0;
   const int64_t k0 = kb * kScaleBlock + lane * kValuesPerLane;
   float v[kValuesPerLane] = {};
-  if (active && kVector) {
+  const int64_t row = active ? source_row(a, m) : -1;
+  if (row >= 0 && kVector) {
     if (k0 < a.K) {
-      const int64_t at = m * a.x_stride_m + k0;
+      const int64_t at = row * a.x_stride_m + k0;
       load8<kIn>(a.x, at, v);
       load8<kIn>(a.x, at + 8, v + 8);
       if constexpr (kSiluMul) {
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
         for (int i = 0; i < kValuesPerLane; ++i) v[i] = silu_mul(v[i], up[i]);
       }
     }
-  } else if (active) {
+  } else if (row >= 0) {
 #pragma unroll
     for (int i = 0; i < kValuesPerLane; ++i)
       if (k0 + i < a.K) v[i] = quantize_source(a, m, k0 + i);
@@ -134,7 +135,7 @@ inline bool vector_path(const QuantizeArgs& a) {
   const int64_t elem = a.input == InputType::F32 ? 4 : 2;
   const auto aligned = [](const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
   return a.x_stride_k == 1 && a.K % kValuesPerLane == 0 && aligned(a.x, 16) &&
-         (a.M == 1 || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) &&
+         ((a.M == 1 && a.x_row == nullptr) || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) &&
          (a.M == 1 || a.q_stride_m % 16 == 0);
 }
 

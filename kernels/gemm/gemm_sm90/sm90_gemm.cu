@@ -23,30 +23,6 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// ---- device facts, cached per device ----------------------------------------------------
-struct DeviceInfo {
-  bool is_sm90 = false;
-  int num_sms = 0;
-};
-
-const DeviceInfo* device_info(int device) {
-  static DeviceInfo infos[kMaxDevices];
-  static std::once_flag once[kMaxDevices];
-  if (device < 0 || device >= kMaxDevices) return nullptr;
-  std::call_once(once[device], [device] {
-    int major = 0, minor = 0, sms = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    infos[device].is_sm90 = major == 9 && minor == 0;
-    infos[device].num_sms = sms;
-  });
-  return &infos[device];
-}
-
 // Results of a pure function of up to a few 64-bit values, remembered per host thread in a
 // direct-mapped table: a layer called again with the same shapes and buffers (as a model's
 // layers are, call after call) skips the work. Only a cost: a miss recomputes.
@@ -96,11 +72,29 @@ EncodeTiledFn encode_fn() {
   return fn;
 }
 
-// A 2D row-major view: `cols` contiguous elements per row, rows `row_bytes` apart. Encoding
-// one costs about as much host time as the launch; the last ones are remembered.
+}  // namespace
+
+// ---- device facts, cached per device ----------------------------------------------------
+const DeviceInfo* device_info(int device) {
+  static DeviceInfo infos[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  std::call_once(once[device], [device] {
+    int major = 0, minor = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    infos[device].is_sm90 = major == 9 && minor == 0;
+    infos[device].num_sms = sms;
+  });
+  return &infos[device];
+}
+
 bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64_t cols, int64_t rows,
-              int64_t row_bytes, uint32_t box_cols, uint32_t box_rows,
-              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
+              int64_t row_bytes, uint32_t box_cols, uint32_t box_rows, CUtensorMapSwizzle swizzle) {
   thread_local Remembered<6, CUtensorMap, 512> encoded;  // ~128 KB per host thread
   const decltype(encoded)::Key key = {uint64_t(type) << 32 | uint64_t(swizzle),
                                       uint64_t(reinterpret_cast<uintptr_t>(ptr)),
@@ -125,6 +119,8 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64
   encoded.keep(key, *map);
   return true;
 }
+
+namespace {
 
 // ---- operands -------------------------------------------------------------------------
 // An FP8 operand of `rows` x K as TMA reads it: K-contiguous, 16-byte aligned rows.

@@ -1,6 +1,7 @@
 #pragma once
-// Grouped (mixture-of-experts) FP8 GEMM kernel of the Hopper path, built from the decode kernel's
-// pieces (sm90_decode.cuh): the weights stream once from global memory straight into
+// The streaming grouped (mixture-of-experts) FP8 GEMM kernel of the Hopper path, for the layouts the
+// wgmma tiles (sm90_grouped_tiles.cuh) do not take, e.g. token rows gathered through row_index. Built
+// from the decode kernel's pieces (sm90_decode.cuh): the weights stream once from global memory straight into
 // mma.sync m16n8k32 (swap AB: weight rows on the MMA's 16-row side, tokens on its 8-column side).
 //
 // Grid: x = groups of kWarps / k_warps weight tiles of 16 * WR rows, y = expert slots. CTA row y

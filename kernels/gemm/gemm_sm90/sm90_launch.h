@@ -1,7 +1,8 @@
 #pragma once
 // Between the host code (sm90_gemm.cu) and the translation units that compile the GEMM kernels
-// (sm90_kernels_unsplit.cu, sm90_kernels_split.cu): one launch as run() prepares it. The
-// kernels are compiled in two halves so that a parallel build compiles them at once.
+// (sm90_kernels_unsplit.cu, sm90_kernels_split.cu; sm90_grouped_tiles.cu): one launch as run()
+// prepares it, and the device facts and TMA descriptors they share. The dense kernels are
+// compiled in two halves so that a parallel build compiles them at once.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -13,6 +14,20 @@
 namespace fp8gemm::sm90 {
 
 constexpr int kMaxDevices = 64;
+
+// Device facts, read once per device (nullptr for a device number past kMaxDevices).
+struct DeviceInfo {
+  bool is_sm90 = false;
+  int num_sms = 0;
+};
+const DeviceInfo* device_info(int device);
+
+// A TMA descriptor of a 2D row-major view: `cols` contiguous elements per row, rows `row_bytes`
+// apart, boxes of box_cols x box_rows. Encoding one costs about as much host time as a launch;
+// the last ones are remembered per host thread. false when the driver refuses the view.
+bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64_t cols, int64_t rows,
+              int64_t row_bytes, uint32_t box_cols, uint32_t box_rows,
+              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
 
 struct KernelLaunch {
   TileConfig config;
@@ -28,6 +43,25 @@ struct KernelLaunch {
   bool sa_smem;  // the A scales come with each stage by TMA
   bool a_mn;     // A is M-contiguous, transposed by the consumers
 };
+
+// Queues kernel as cfg says (grid, block, shared memory, stream) programmatically, right behind the
+// kernel before it (the kernel waits for it with griddepcontrol.wait); in plain stream order where
+// that launch attribute is refused.
+template <typename... Params, typename... Args>
+cudaError_t launch_programmatic(cudaLaunchConfig_t cfg, void (*kernel)(Params...), const Args&... args) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, Params(args)...);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    cfg.numAttrs = 0;
+    err = cudaLaunchKernelEx(&cfg, kernel, Params(args)...);
+  }
+  return err;
+}
 
 // Launches the kernel for l.config, from the half compiled for split tiles (kSplit, split > 1)
 // or for unsplit ones.

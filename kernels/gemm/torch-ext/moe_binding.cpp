@@ -155,17 +155,14 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-bool grouped_kernel_preferred(const GroupedGemmArgs& g, cudaStream_t stream) {
-  const int64_t experts_used = g.masked ? g.experts : std::min(g.experts, g.rows);
-  const int64_t rows_per_expert =
-      g.masked ? g.capacity : fp8gemm::ceil_div(g.rows, std::max<int64_t>(experts_used, 1));
-  return rows_per_expert < kDenseLoopRowsPerExpert || capturing(stream);
+bool one_launch_wanted(const GroupedGemmArgs& g, cudaStream_t stream) {
+  return g.rows_per_expert() < kDenseLoopRowsPerExpert || capturing(stream);
 }
 #endif
 
-// One launch where the Hopper path takes the problem (always inside a CUDA graph capture, and for
-// few rows per expert); otherwise one dense GEMM per expert that owns rows, after reading the
-// offsets or counts on the host (a synchronization).
+// One launch where the Hopper path takes the problem (on the wgmma tiles where the layout allows; else
+// the streaming kernel inside a CUDA graph capture and for few rows per expert); otherwise one dense
+// GEMM per expert that owns rows, after reading the offsets or counts on the host (a synchronization).
 void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const at::Tensor& a_scale,
                  const at::Tensor& row_index, const at::Tensor& expert_rows) {
   const at::Device device = a.device();
@@ -176,8 +173,8 @@ void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const a
   if (device.is_cuda()) {
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     bool launched = false;
-    if (grouped_kernel_preferred(g, stream))
-      check_status(op, fp8gemm::grouped_gemm_cuda(g, stream, &launched));
+    g.one_launch = one_launch_wanted(g, stream);
+    check_status(op, fp8gemm::grouped_gemm_cuda(g, stream, &launched));
     if (launched) return;
     TORCH_CHECK(!capturing(stream), op,
                 ": inside a CUDA graph capture only the Hopper grouped kernel runs, and it does not take "
@@ -435,12 +432,13 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   const Routing r = route(op, top_k_index, experts);
   const int64_t rows = r.row_token.size(0);
   const at::ScalarType fp8 = w_in.scalar_type();
-  const auto [xq, x_scale] = quantize(x, fp8, false);
   at::Tensor h = at::empty({rows, n_in}, x.options().dtype(at::kBFloat16));
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
   g1.active = r.active.data_ptr<int32_t>();
-  run_grouped(op, g1, xq, x_scale, r.row_token, r.offsets);
+  // The quantization gathers the token rows into expert order (Hopper's tiles read A as it lies).
+  const auto [xq, x_scale] = quantize_rows(x, fp8, false, r.row_token);
+  run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
 
   const auto [hq, h_scale] = gated ? quantize(h, fp8, true) : quantize(at::silu(h), fp8, false);
   at::Tensor y = at::empty({rows, hidden}, x.options().dtype(at::kBFloat16));

@@ -329,10 +329,15 @@ at::Tensor empty_quantized_rows(int64_t M, int64_t K, const at::Device& device, 
   return buffer;
 }
 
-// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`.
+// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`; with x_row (int32,
+// `to.M` entries), row m quantizes x's row x_row[m].
 void run_quantize(const char* op, const at::Tensor& x, bool silu_and_mul, fp8gemm::Fp8Format format,
-                  const QuantizedRows& to) {
+                  const QuantizedRows& to, const at::Tensor& x_row = at::Tensor()) {
   fp8gemm::QuantizeArgs args;
+  if (x_row.defined()) {
+    args.x_row = x_row.data_ptr<int32_t>();
+    args.x_rows = x.size(0);
+  }
   args.M = to.M;
   args.K = to.K;
   args.input = input_type(op, x);
@@ -420,12 +425,18 @@ std::vector<int64_t> linear_output_sizes(const at::Tensor& x, int64_t N) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
+std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul,
+                                                 const at::Tensor& x_row) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
   const fp8gemm::Fp8Format format = fp8_format(op, dtype);
-  auto [q, scale] = empty_quantized(x.size(0), quantized_columns(op, x, silu_and_mul), dtype, x.device());
+  const int64_t columns = quantized_columns(op, x, silu_and_mul);
+  if (x_row.defined())
+    TORCH_CHECK(x_row.scalar_type() == at::kInt && x_row.dim() == 1 && x_row.is_contiguous() &&
+                    x_row.device() == x.device(),
+                op, ": the row gather must be contiguous int32 on x's device");
+  auto [q, scale] = empty_quantized(x_row.defined() ? x_row.size(0) : x.size(0), columns, dtype, x.device());
   const OnDevice on(op, x.device());
   QuantizedRows to;
   to.M = q.size(0);
@@ -435,8 +446,12 @@ std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType 
   to.scale = scale.data_ptr<float>();
   to.scale_stride_m = scale.stride(0);
   to.scale_stride_kb = scale.stride(1);
-  run_quantize(op, x, silu_and_mul, format, to);
+  run_quantize(op, x, silu_and_mul, format, to, x_row);
   return {q, scale};
+}
+
+std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
+  return quantize_rows(x, dtype, silu_and_mul, at::Tensor());
 }
 
 void silu_and_mul(at::Tensor& out, const at::Tensor& x) {

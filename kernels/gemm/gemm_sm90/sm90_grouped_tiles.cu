@@ -1,0 +1,102 @@
+// Host side of the grouped GEMM on the wgmma tiles: which layouts it takes, its TMA descriptors
+// and its launch (kernel: sm90_grouped_tiles.cuh).
+#include <cuda.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "gemm_sm90/sm90_grouped_tiles.cuh"
+#include "gemm_sm90/sm90_grouped_tiles.h"
+#include "gemm_sm90/sm90_launch.h"
+
+#pragma GCC visibility push(hidden)
+
+namespace fp8gemm::sm90 {
+namespace {
+
+using grouped_tiles::TilesParams;
+constexpr int kBlockN = 128;
+
+bool aligned(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
+
+template <int BM>
+Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const TilesParams& q, int device, int grid,
+              cudaStream_t stream) {
+  using T = TileShape<BM, kBlockN>;
+  auto kernel = grouped_tiles::fp8_grouped_tiles_kernel<BM, kBlockN>;
+  static bool raised[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  std::call_once(once[device], [&] {
+    raised[device] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          T::kSmemBytes) == cudaSuccess;
+    cudaGetLastError();
+  });
+  if (!raised[device]) return "gemm_sm90: cannot raise the grouped kernel's shared-memory limit";
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(T::kThreads);
+  cfg.dynamicSmemBytes = T::kSmemBytes;
+  cfg.stream = stream;
+  if (launch_programmatic(cfg, kernel, map_a, map_b, q) == cudaSuccess) return kOk;
+  cudaGetLastError();
+  return "gemm_sm90: grouped kernel launch failed";
+}
+
+}  // namespace
+
+bool grouped_tiles_take(const GroupedGemmArgs& g) {
+  constexpr int64_t kMaxIndex = int64_t(1) << 30;
+  return g.format == Fp8Format::E4M3FN && g.row_index == nullptr && g.N > 0 && g.N % 8 == 0 && g.K > 0 &&
+         g.K % 16 == 0 && g.rows < kMaxIndex && g.experts * g.N < kMaxIndex && g.K < kMaxIndex &&
+         g.a_stride_k == 1 && g.a_stride_m % 16 == 0 && aligned(g.a, 16) && g.b_stride_k == 1 &&
+         g.b_stride_n % 16 == 0 && g.b_stride_e == g.N * g.b_stride_n && aligned(g.b, 16) &&
+         g.out_stride_n == 1 && g.out_stride_m % 2 == 0 && aligned(g.out, 4);
+}
+
+Status launch_grouped_tiles(const GroupedGemmArgs& g, int block_m, cudaStream_t stream) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return "gemm_sm90: no current CUDA device";
+  }
+  const DeviceInfo* info = device_info(device);
+  if (info == nullptr || info->num_sms == 0) return "gemm_sm90: cannot read the device's SM count";
+  TilesParams q{};
+  KernelParams& p = q.p;
+  p.M = int(g.rows);
+  p.N = int(g.N);
+  p.K = int(g.K);
+  p.num_kb = int(g.k_blocks());
+  p.tiles_n = int(ceil_div(g.N, kBlockN));
+  p.split = 1;
+  p.a_scale = g.a_scale;
+  p.sa_kb = g.a_scale_stride_kb;
+  p.sa_m = g.a_scale_stride_m;
+  p.b_scale = g.b_scale;
+  p.sb_kb = g.b_scale_stride_kb;
+  p.sb_nb = g.b_scale_stride_nb;
+  p.n_blocks = int(g.n_blocks());
+  p.out = g.out;
+  p.out_sm = g.out_stride_m;
+  p.out_sn = 1;
+  q.expert_rows = g.expert_rows;
+  q.experts = int(g.experts);
+  q.masked = g.masked;
+  q.capacity = int(g.capacity);
+  q.sb_e = g.b_scale_stride_e;
+
+  CUtensorMap map_a, map_b;
+  if (!make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.K, g.rows, g.a_stride_m, kBlockK, block_m) ||
+      !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n, kBlockK,
+                kBlockN))
+    return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
+  // At most one partial M-tile per expert beyond the rows' whole tiles.
+  const int64_t m_tiles = ceil_div(g.rows, block_m) + std::min(g.experts, g.rows);
+  const int grid = int(std::max<int64_t>(1, std::min<int64_t>(info->num_sms, m_tiles * p.tiles_n)));
+  return block_m == 128 ? launch<128>(map_a, map_b, q, device, grid, stream)
+                        : launch<64>(map_a, map_b, q, device, grid, stream);
+}
+
+}  // namespace fp8gemm::sm90
+
+#pragma GCC visibility pop

@@ -1,0 +1,180 @@
+#pragma once
+// The grouped (mixture-of-experts) FP8 GEMM on the wgmma tiles of the dense kernel
+// (sm90_kernel.cuh), for many rows per expert: the dense kernel's producer and consumers with an
+// expert dimension, its tiles scheduled on the device.
+//
+// The experts' rows lie one block after the other in A and out (contiguous layout: expert e owns
+// rows offsets[e]..offsets[e + 1]; masked: e * capacity .. + counts[e]). Each expert's rows are
+// cut into BM-row tiles ("M-tiles", the last one partial), numbered expert after expert; tile t of
+// the persistent grid is M-tile t / tiles_n and N-tile t % tiles_n, so the CTAs running at once
+// share A tiles across N and each expert's weight tiles across its M-tiles (from L2). Which expert
+// owns an M-tile is found on the device from the offsets or counts by each warp (ExpertCursor):
+// no host synchronization, so the launch can be captured in a CUDA graph and replayed with other
+// routings; an expert without rows has no tiles and costs nothing.
+//
+// A M-tile's BM rows are loaded by TMA from its first row on: the rows past the expert's last are
+// the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
+// (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e. The scales are
+// read from global memory a few blocks ahead (any strides). Results leave through row-bounded
+// 4-byte stores.
+#include <cuda_bf16.h>
+
+#include "gemm_sm90/sm90_kernel.cuh"
+
+namespace fp8gemm::sm90::grouped_tiles {
+
+struct TilesParams {
+  KernelParams p;              // N, K, num_kb, tiles_n, the scales, out; M = rows of A and out
+  const int32_t* expert_rows;  // offsets (E + 1), or counts (E) when masked
+  int experts;
+  int masked;
+  int capacity;  // masked only
+  int64_t sb_e;  // B scales of expert e: p.b_scale + e * sb_e
+};
+
+// Expert e's rows: [*first, *first + count), clamped to the rows the layout holds.
+__device__ __forceinline__ int expert_rows(const TilesParams& q, int e, int* first) {
+  if (q.masked) {
+    *first = e * q.capacity;
+    const int count = q.expert_rows[e];
+    return count < 0 ? 0 : min(count, q.capacity);
+  }
+  const int lo = min(max(q.expert_rows[e], 0), q.p.M);
+  const int hi = min(max(q.expert_rows[e + 1], lo), q.p.M);
+  *first = lo;
+  return hi - lo;
+}
+
+// Which expert owns M-tile gm, for a warp whose lanes all ask with the same, non-decreasing gm:
+// the cursor stays at the last expert found and scans on from there, 32 experts at a time.
+template <int BM>
+struct ExpertCursor {
+  int e = 0;             // the expert of the last M-tile found
+  int tiles_before = 0;  // M-tiles of the experts before e
+
+  // Sets the M-tile's expert, its first row and the expert's row range; false past the last tile.
+  __device__ __forceinline__ bool seek(const TilesParams& q, int gm, int lane, int* expert, int* row0,
+                                       int* row_end) {
+    for (; e < q.experts; e += 32) {
+      const int mine = e + lane;
+      int first = 0;
+      const int count = mine < q.experts ? expert_rows(q, mine, &first) : 0;
+      const int tiles = (count + BM - 1) / BM;
+      int inclusive = tiles;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int v = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += v;
+      }
+      const unsigned past = __ballot_sync(0xffffffffu, tiles_before + inclusive > gm);
+      if (past != 0) {
+        const int owner = __ffs(past) - 1;
+        const int owner_first = __shfl_sync(0xffffffffu, first, owner);
+        const int owner_count = __shfl_sync(0xffffffffu, count, owner);
+        const int owner_before = tiles_before + __shfl_sync(0xffffffffu, inclusive - tiles, owner);
+        e += owner;
+        tiles_before = owner_before;
+        *expert = e;
+        *row0 = owner_first + (gm - owner_before) * BM;
+        *row_end = owner_first + owner_count;
+        return true;
+      }
+      tiles_before += __shfl_sync(0xffffffffu, inclusive, 31);
+    }
+    return false;
+  }
+};
+
+template <int BM, int BN>
+__global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
+    fp8_grouped_tiles_kernel(const __grid_constant__ CUtensorMap map_a,
+                             const __grid_constant__ CUtensorMap map_b, const TilesParams q) {
+  using T = TileShape<BM, BN>;
+  using C = Consumer<BM, BN, false, false, false>;
+  constexpr int kStages = T::kStages;
+  const KernelParams& p = q.p;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* smem_a = smem;
+  uint8_t* smem_b = smem_a + kStages * BM * kBlockK;
+  uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem_c + T::kOutBytes);
+  uint64_t* empty = full + kStages;
+
+  const int wg = threadIdx.x / 128;
+  const int warp = (threadIdx.x % 128) / 32;
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], T::kConsumerWarps);
+    }
+    mbar_fence_init();
+    tma_prefetch_desc(&map_a);
+    tma_prefetch_desc(&map_b);
+  }
+  __syncthreads();
+  // Launched programmatically behind the quantization of A: the routing and A are ready after this.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+
+  ExpertCursor<BM> cursor;
+  int e = 0, row0 = 0, row_end = 0;
+  if (wg == 0) {
+    regs_decrease<T::kProducerRegs>();
+    if (warp != 0) return;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
+      if (lane == 0) {
+        const int b_row = e * p.N + (t % p.tiles_n) * BN;
+        for (int kb = 0; kb < p.num_kb; ++kb) {
+          mbar_wait(&empty[stage], phase ^ 1);
+          mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
+          tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, row0);
+          tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, b_row);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+      __syncwarp();
+    }
+    return;
+  }
+
+  regs_increase<T::kConsumerRegs>();
+  const int tid = threadIdx.x % 128;
+  // map_a stands in for the output map, which out's element stores below never use (p.tma_store 0).
+  C c(map_a, p, smem, full, empty, nullptr, nullptr, 0, tid, warp, lane);
+  typename C::Acc acc;
+  c.hand_first_turn();
+  const int frag_col = 2 * (lane % 4);
+  for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
+    const int n0 = (t % p.tiles_n) * BN;
+    const int col0 = n0 + c.wg_n * C::kWN;
+    typename C::ScaleFeed feed = c.scale_feed(row0 + c.wg_m * 64 + c.frag_row, col0, 0);
+#pragma unroll
+    for (int i = 0; i < C::kSc - 2; ++i) feed.sb[i] += e * q.sb_e;
+    auto k_loop = [&](auto col_in_block) {
+      c.template accumulate_tile<decltype(col_in_block)::value>(acc, feed, 0, p.num_kb);
+    };
+    with_crossing_class<T>(col0 % 128, k_loop);
+#pragma unroll
+    for (int j = 0; j < C::kWN / 8; ++j) {
+      const int gc = col0 + 8 * j + frag_col;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int gr = row0 + c.wg_m * 64 + c.frag_row + 8 * h;
+        if (gr < row_end && gc < p.N)
+          *reinterpret_cast<uint32_t*>(p.out + int64_t(gr) * p.out_sm + gc) =
+              pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+    }
+  }
+  c.finish();
+}
+
+}  // namespace fp8gemm::sm90::grouped_tiles
