@@ -101,8 +101,8 @@ struct GroupedGemmArgs {
   int64_t b_scale_stride_e = 0, b_scale_stride_nb = 0, b_scale_stride_kb = 0;
   uint16_t* out = nullptr;
   int64_t out_stride_m = 0, out_stride_n = 0;
-  // The one-launch kernel is wanted even where a host loop of dense GEMMs would be faster (inside a
-  // CUDA graph capture; few rows per expert).
+  // Where Hopper's wgmma tiles do not take the layout: the streaming one-launch kernel is wanted even
+  // where a host loop of dense GEMMs would be faster (inside a CUDA graph capture; few rows per expert).
   bool one_launch = true;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }

@@ -65,9 +65,11 @@ Status try_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool* 
   // The tiles whenever the layout allows: faster than the streaming kernel below from 1 token on (H200,
   // DeepSeek-V3's experts under CUDA graphs: 70 vs 90 us for gate/up at 1 token, 1.5x at 64, 10x at 4,096).
   const int64_t rows_per_expert = args.rows_per_expert();
-  if (grouped_tiles_take(args)) {
+  // A descriptor or shared-memory limit the driver refuses leaves the problem to the paths below.
+  if (grouped_tiles_take(args) &&
+      launch_grouped_tiles(args, rows_per_expert >= kTileRowsFor128 ? 128 : 64, stream) == kOk) {
     *launched = true;
-    return launch_grouped_tiles(args, rows_per_expert >= kTileRowsFor128 ? 128 : 64, stream);
+    return kOk;
   }
   // The streaming kernel, unless the binding's loop of dense GEMMs is wanted (faster outside a capture).
   constexpr int64_t kMaxGridY = 65535;

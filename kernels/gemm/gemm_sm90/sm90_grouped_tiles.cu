@@ -48,9 +48,10 @@ bool grouped_tiles_take(const GroupedGemmArgs& g) {
   constexpr int64_t kMaxIndex = int64_t(1) << 30;
   return g.format == Fp8Format::E4M3FN && g.row_index == nullptr && g.N > 0 && g.N % 8 == 0 && g.K > 0 &&
          g.K % 16 == 0 && g.rows < kMaxIndex && g.experts * g.N < kMaxIndex && g.K < kMaxIndex &&
-         g.a_stride_k == 1 && g.a_stride_m % 16 == 0 && aligned(g.a, 16) && g.b_stride_k == 1 &&
-         g.b_stride_n % 16 == 0 && g.b_stride_e == g.N * g.b_stride_n && aligned(g.b, 16) &&
-         g.out_stride_n == 1 && g.out_stride_m % 2 == 0 && aligned(g.out, 4);
+         g.a_stride_k == 1 && g.a_stride_m % 16 == 0 && (g.rows == 1 || g.a_stride_m >= g.K) &&
+         aligned(g.a, 16) && g.b_stride_k == 1 && g.b_stride_n % 16 == 0 && g.b_stride_n >= g.K &&
+         g.b_stride_e == g.N * g.b_stride_n && aligned(g.b, 16) && g.out_stride_n == 1 &&
+         g.out_stride_m % 2 == 0 && aligned(g.out, 4);
 }
 
 Status launch_grouped_tiles(const GroupedGemmArgs& g, int block_m, cudaStream_t stream) {

@@ -1,6 +1,6 @@
 #pragma once
 // The grouped (mixture-of-experts) FP8 GEMM on the wgmma tiles of the dense kernel
-// (sm90_kernel.cuh), for many rows per expert: the dense kernel's producer and consumers with an
+// (sm90_kernel.cuh), from one row per expert on: the dense kernel's producer and consumers with an
 // expert dimension, its tiles scheduled on the device.
 //
 // The experts' rows lie one block after the other in A and out (contiguous layout: expert e owns

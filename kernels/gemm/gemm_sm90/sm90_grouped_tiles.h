@@ -8,8 +8,9 @@
 
 namespace fp8gemm::sm90 {
 
-// Whether the tiles take g's layout: A K-major with M-contiguous scales (no row_index gather),
-// each expert's weights one (N, K) block, row-major bf16 out of an even width.
+// Whether the tiles take g's layout: e4m3fn; A K-major in 16-byte aligned rows (no row_index gather);
+// each expert's weights one (N, K) block of 16-byte aligned rows; N a multiple of 8, K of 16; row-major
+// bf16 out. The scales may have any strides.
 bool grouped_tiles_take(const GroupedGemmArgs& g);
 
 // Queues the grouped GEMM on BM-row tiles (64 or 128).

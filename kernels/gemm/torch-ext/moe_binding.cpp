@@ -144,9 +144,10 @@ void set_a(GroupedGemmArgs& g, const at::Tensor& a, const at::Tensor& a_scale, c
 }
 
 #if defined(CUDA_KERNEL)
-// Rows per expert from which, outside a CUDA graph capture, one dense GEMM per expert (the wgmma
-// tiles) beats the one-launch grouped kernel, whose weight tiles are re-read per 16 rows
-// (H200, examples/fp8_moe.py: 512 tokens x top-8 over 256 experts, 16 rows each, and more).
+// For the layouts Hopper's grouped wgmma tiles do not take (e.g. a row_index gather): rows per expert
+// from which, outside a CUDA graph capture, one dense GEMM per expert beats the streaming one-launch
+// kernel, whose weight tiles are re-read per 16 rows (H200, examples/fp8_moe.py before the tiles:
+// 512 tokens x top-8 over 256 experts, 16 rows each, and more).
 constexpr int64_t kDenseLoopRowsPerExpert = 12;
 
 bool capturing(cudaStream_t stream) {
