@@ -168,6 +168,19 @@ def test_grouped_contiguous_on_tiles_matches_dense_per_expert(kernel, device, fp
 
 
 @pytest.mark.kernels_ci
+def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, path):
+    """A whose rows all alias one row (expand(): row stride 0, which TMA cannot read): the same
+    results as its copy (Hopper's tiles leave it to the other paths)."""
+    w, w_scale = random_experts(kernel, 3, 128, 256, device, fp8_dtype, rng)
+    a1, s1 = kernel.quantize_per_token_group(torch.randn(1, 256, generator=rng, device=device), BLOCK, fp8_dtype)
+    a, a_scale = a1.expand(32, 256), s1.expand(32, 2)
+    offsets = torch.tensor([0, 20, 20, 32], dtype=torch.int32, device=device)
+    out = kernel.grouped_gemm_nt_contiguous(a, a_scale, w, w_scale, offsets)
+    copied = kernel.grouped_gemm_nt_contiguous(a.contiguous(), a_scale.contiguous(), w, w_scale, offsets)
+    torch.testing.assert_close(out, copied, rtol=2**-7, atol=1e-3)
+
+
+@pytest.mark.kernels_ci
 def test_grouped_masked_on_tiles_writes_only_the_counted_rows(kernel, device, fp8_dtype, rng, path):
     """The masked layout with many rows per expert (A scales M-contiguous here): on Hopper the tiles."""
     experts, capacity, n, k = 4, 40, 256, 384
