@@ -159,10 +159,12 @@ def time_once_ms(fn: Forward, device: torch.device) -> float:
     return start.elapsed_time(end)
 
 
-def time_interleaved_ms(fns: list[Forward], device: torch.device, reps: int) -> list[float]:
+def time_interleaved_ms(
+    fns: list[Forward], device: torch.device, reps: int, before: Callable[[], object] | None = None
+) -> list[float]:
     """Median milliseconds of each over reps calls, interleaved call by call with the order
     rotating and reversing (a call timed right after another reads slightly slower), after
-    warm-up."""
+    warm-up; `before` (e.g. an L2 flush) runs untimed before each timed call."""
     for _ in range(3):
         for fn in fns:
             fn()
@@ -172,6 +174,8 @@ def time_interleaved_ms(fns: list[Forward], device: torch.device, reps: int) -> 
         if (rep // len(fns)) % 2:
             order.reverse()
         for which in order:
+            if before is not None:
+                before()
             times[which].append(time_once_ms(fns[which], device))
     return [statistics.median(t) for t in times]
 

@@ -32,14 +32,13 @@ import argparse
 import copy
 import datetime
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import torch
-from fp8_block import copy_bandwidth_tbps, graph_replay, time_once_ms  # this folder's block example
+from fp8_block import copy_bandwidth_tbps, graph_replay, time_interleaved_ms  # this folder's block example
 from kernels import get_local_kernel
 
 DEFAULT_KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels" / "gemm"
@@ -172,24 +171,10 @@ class Timer:
         self.device = device
         self.flush = torch.empty(256 << 20, dtype=torch.uint8, device=device) if device.type == "cuda" else None
 
-    def once_ms(self, fn: Forward) -> float:
-        if self.flush is not None:
-            self.flush.zero_()
-        return time_once_ms(fn, self.device)
-
     def interleaved_ms(self, fns: dict[str, Forward], reps: int) -> dict[str, float]:
-        names = list(fns)
-        for _ in range(2):
-            for name in names:
-                fns[name]()
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for rep in range(reps):
-            order = names[rep % len(names) :] + names[: rep % len(names)]
-            if (rep // len(names)) % 2:
-                order.reverse()
-            for name in order:
-                times[name].append(self.once_ms(fns[name]))
-        return {name: statistics.median(t) for name, t in times.items()}
+        """Median ms of each, interleaved as examples/fp8_block.py times, the buffer written before each call."""
+        flush = self.flush.zero_ if self.flush is not None else None
+        return dict(zip(fns, time_interleaved_ms(list(fns.values()), self.device, reps, before=flush), strict=True))
 
 
 def captured(fn: Forward) -> Forward | None:
