@@ -166,10 +166,9 @@ FP8GEMM_HD float load_input(const QuantizeArgs& a, int64_t m, int64_t k) {
   }
 }
 
-// Element (m, k) of what is quantized: x (x's row source_row(a, m)), or silu(gate) * up.
-FP8GEMM_HD float quantize_source(const QuantizeArgs& a, int64_t m, int64_t k) {
-  const int64_t r = source_row(a, m);
-  if (r < 0) return 0.0f;
+// Element k of what x's row r gives to quantize (r = source_row(a, m) for row m of q; r >= 0): x[r, k],
+// or silu(gate) * up.
+FP8GEMM_HD float quantize_source(const QuantizeArgs& a, int64_t r, int64_t k) {
   if (!a.silu_and_mul) return load_input(a, r, k);
   return silu_mul(load_input(a, r, k), load_input(a, r, k + a.K));
 }

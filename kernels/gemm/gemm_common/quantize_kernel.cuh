@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
   } else if (row >= 0) {
 #pragma unroll
     for (int i = 0; i < kValuesPerLane; ++i)
-      if (k0 + i < a.K) v[i] = quantize_source(a, m, k0 + i);
+      if (k0 + i < a.K) v[i] = quantize_source(a, row, k0 + i);
   }
   uint32_t amax = 0;
 #pragma unroll

@@ -12,11 +12,12 @@ Status quantize_cpu(const QuantizeArgs& args) {
   if (args.M < 0 || args.K < 0) return "quantize_cpu: negative size";
   float values[kScaleBlock];
   for (int64_t m = 0; m < args.M; ++m) {
+    const int64_t row = source_row(args, m);
     for (int64_t kb = 0; kb < args.k_blocks(); ++kb) {
       const int64_t k0 = kb * kScaleBlock, len = std::min<int64_t>(kScaleBlock, args.K - k0);
       uint32_t amax = 0;
       for (int64_t i = 0; i < len; ++i) {
-        values[i] = quantize_source(args, m, k0 + i);
+        values[i] = row < 0 ? 0.0f : quantize_source(args, row, k0 + i);
         amax = std::max(amax, abs_bits(values[i]));
       }
       const GroupScale s = group_scale(amax, args.format);
