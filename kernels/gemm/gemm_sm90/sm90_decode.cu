@@ -6,6 +6,7 @@
 #include "gemm_common/scale_block.h"
 #include "gemm_sm90/sm90_decode.cuh"
 #include "gemm_sm90/sm90_decode.h"
+#include "gemm_sm90/sm90_launch.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -132,21 +133,9 @@ Status run_decode(const GemmArgs& g, const DecodeConfig& c, cudaStream_t stream)
   p.a_row = g.M == 1 ? 0 : g.a_stride_m;
   p.b = g.b;
   p.b_row = g.N == 1 ? 0 : g.b_stride_n;
-  p.a_scale = g.a_scale;
-  p.sa_kb = g.a_scale_stride_kb;
-  p.sa_m = g.a_scale_stride_m;
-  p.b_scale = g.b_scale;
-  p.sb_kb = g.b_scale_stride_kb;
-  p.sb_nb = g.b_scale_stride_nb;
-  p.out = g.out;
-  p.out_sm = g.out_stride_m;
-  p.out_sn = g.out_stride_n;
+  set_operands(p, g, g.M);
   p.bias = g.bias;
   p.bias_stride = g.bias_stride;
-  p.M = int(g.M);
-  p.N = int(g.N);
-  p.K = int(g.K);
-  p.num_kb = int(g.k_blocks());
   p.k_warps = c.k_warps;
   p.b_before_wait = g.after_quantize;
   const int key = c.wr * 10 + c.tn;

@@ -311,10 +311,8 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   l.programmatic = after_copy || g.after_quantize;
   l.a_mn = plan.a_mn;
   KernelParams& p = l.params;
-  p.M = int(g.M);
-  p.N = int(g.N);
-  p.K = int(g.K);
-  p.num_kb = int(g.k_blocks());
+  set_operands(p, g, g.M);
+  p.n_blocks = int(g.n_blocks());
   p.tiles_m = int((g.M + BM - 1) / BM);
   p.tiles_n = int((g.N + BN - 1) / BN);
   p.num_tiles = p.tiles_m * p.tiles_n;
@@ -329,16 +327,6 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   // When one group spans all of N, each A tile is read by that group alone, once: A's lines
   // leave L2 first and B's stay (6144x512x7168 -6%).
   p.stream_a = p.group_along_n && p.group == p.tiles_n;
-  p.a_scale = g.a_scale;
-  p.sa_kb = g.a_scale_stride_kb;
-  p.sa_m = g.a_scale_stride_m;
-  p.b_scale = g.b_scale;
-  p.sb_kb = g.b_scale_stride_kb;
-  p.sb_nb = g.b_scale_stride_nb;
-  p.n_blocks = int(g.n_blocks());
-  p.out = g.out;
-  p.out_sm = g.out_stride_m;
-  p.out_sn = g.out_stride_n;
   p.bias = g.bias;
   p.bias_stride = g.bias_stride;
   const uintptr_t out_addr = reinterpret_cast<uintptr_t>(g.out);

@@ -44,6 +44,25 @@ struct KernelLaunch {
   bool a_mn;     // A is M-contiguous, transposed by the consumers
 };
 
+// The sizes, scales and output of a kernel's parameters (KernelParams, DecodeParams) from a
+// GemmArgs or a GroupedGemmArgs (the same field names); M is `rows`, the rows of A and of out.
+template <class Params, class Args>
+void set_operands(Params& p, const Args& g, int64_t rows) {
+  p.M = int(rows);
+  p.N = int(g.N);
+  p.K = int(g.K);
+  p.num_kb = int(g.k_blocks());
+  p.a_scale = g.a_scale;
+  p.sa_kb = g.a_scale_stride_kb;
+  p.sa_m = g.a_scale_stride_m;
+  p.b_scale = g.b_scale;
+  p.sb_kb = g.b_scale_stride_kb;
+  p.sb_nb = g.b_scale_stride_nb;
+  p.out = g.out;
+  p.out_sm = g.out_stride_m;
+  p.out_sn = g.out_stride_n;
+}
+
 // Queues kernel as cfg says (grid, block, shared memory, stream) programmatically, right behind the
 // kernel before it (the kernel waits for it with griddepcontrol.wait); in plain stream order where
 // that launch attribute is refused.
