@@ -1,16 +1,17 @@
 #pragma once
 // Mixture-of-experts routing and combine as GPU kernels, for CUDA (sm_80+) and HIP alike
 // (descriptions: gemm_common/moe_args.h). Both wait for the kernels queued before them and let the
-// next one launch (quantize_kernel.cuh's wait_previous_release_next), so on sm_90 they chain with
+// next one launch (kernel_chain.cuh's wait_previous_release_next), so on sm_90 they chain with
 // the quantization and the grouped GEMMs by programmatic launches.
 #include <cstdint>
 
+#include "gemm_common/kernel_chain.cuh"
 #include "gemm_common/moe_args.h"
-#include "gemm_common/quantize_kernel.cuh"
 
 namespace fp8gemm::moe_gpu {
 
-constexpr int kThreads = quantize_gpu::kThreads;
+using elementwise::kThreads;
+using elementwise::wait_previous_release_next;
 // The route kernel keeps one counter per expert in shared memory.
 constexpr int kMaxExperts = 4096;
 constexpr int kCombineColumns = 8;  // columns per thread: one 16-byte bf16 load per row
@@ -30,7 +31,7 @@ __device__ __forceinline__ int32_t exclusive_scan(int32_t* values) {
 __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   __shared__ int32_t next_row[kMaxExperts];
   __shared__ int32_t chunk_sum[kThreads];
-  quantize_gpu::wait_previous_release_next();
+  wait_previous_release_next();
   const int tid = threadIdx.x;
   for (int e = tid; e < a.experts; e += kThreads) next_row[e] = 0;
   __syncthreads();
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
 // Thread g: token g / chunks, columns [8 * (g % chunks), + 8).
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) {
-  quantize_gpu::wait_previous_release_next();
+  wait_previous_release_next();
   const int64_t chunks = (a.hidden + kCombineColumns - 1) / kCombineColumns;
   const int64_t g = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (g >= a.tokens * chunks) return;

@@ -11,10 +11,12 @@
 #include <cstdint>
 
 #include "gemm_common/fp8_quantize.h"
+#include "gemm_common/kernel_chain.cuh"
 
 namespace fp8gemm::quantize_gpu {
 
-constexpr int kThreads = 256;
+using elementwise::kThreads;
+using elementwise::wait_previous_release_next;
 constexpr int kLanesPerGroup = 8;
 constexpr int kValuesPerLane = kScaleBlock / kLanesPerGroup;
 constexpr int kGroupsPerBlock = kThreads / kLanesPerGroup;
@@ -49,16 +51,6 @@ __device__ __forceinline__ void load8(const void* base, int64_t at, float* v) {
       v[i] = kIn == InputType::BF16 ? bf16_to_float(h) : f16_to_float(h);
     }
   }
-}
-
-// Waits until the kernels queued before have finished and their writes are visible, then lets
-// the next kernel launch. Nothing before it may touch global memory. A no-op below sm_90, on
-// HIP, and when the kernel was launched plainly.
-__device__ __forceinline__ void wait_previous_release_next() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 // Four codes packed little-endian. e4m3fn on sm_89+ uses the hardware's conversion (round to

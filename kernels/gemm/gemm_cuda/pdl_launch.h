@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "gemm_common/gemm_args.h"
-#include "gemm_common/quantize_kernel.cuh"
+#include "gemm_common/kernel_chain.cuh"
 
 namespace fp8gemm::pdl {
 
@@ -20,7 +20,7 @@ inline Status launch_error(cudaError_t err) {
 }
 
 // Whether `kernel`, as loaded for the current device, was compiled for sm_90 or later: only then
-// does it wait for the kernel before it (quantize_kernel.cuh) and may be launched
+// does it wait for the kernel before it (kernel_chain.cuh) and may be launched
 // programmatically. Asked once per device and kernel.
 inline bool waits_for_previous(const void* kernel) {
   int device = 0;
@@ -51,7 +51,7 @@ struct Launcher {
     attr.val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(quantize_gpu::kThreads);
+    cfg.blockDim = dim3(elementwise::kThreads);
     cfg.stream = stream;
     cfg.attrs = &attr;
     cfg.numAttrs = waits_for_previous(reinterpret_cast<const void*>(kernel)) ? 1 : 0;

@@ -4,7 +4,7 @@
 #include <hip/hip_runtime.h>
 
 #include "gemm_common/gemm_args.h"
-#include "gemm_common/quantize_kernel.cuh"
+#include "gemm_common/kernel_chain.cuh"
 
 namespace fp8gemm::hip_launch {
 
@@ -14,7 +14,7 @@ struct Launcher {
 
   template <typename... Params, typename... Args>
   Status operator()(void (*kernel)(Params...), unsigned blocks, const Args&... args) const {
-    kernel<<<blocks, quantize_gpu::kThreads, 0, stream>>>(Params(args)...);
+    kernel<<<blocks, elementwise::kThreads, 0, stream>>>(Params(args)...);
     const hipError_t err = hipGetLastError();
     return err == hipSuccess ? kOk : hipGetErrorString(err);
   }

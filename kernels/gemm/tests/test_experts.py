@@ -96,6 +96,45 @@ def test_route_sorts_slots_by_expert(kernel, device, rng, id_dtype):
 
 
 @pytest.mark.kernels_ci
+def test_route_sorts_thousands_of_slots(kernel, device, rng):
+    """Many slots per thread of the one-CTA GPU routing (7,007 slots on 256 threads), "no expert"
+    slots among them."""
+    tokens, top_k, experts = 1001, 7, 300
+    ids, _ = routing(tokens, top_k, experts, device, rng)
+    ids[::13, 2] = experts
+    offsets, row_token, slot_row = (t.cpu() for t in kernel.moe_route(ids, experts))
+    flat = ids.flatten().cpu()
+    routed = flat < experts
+    counts = torch.bincount(flat[routed], minlength=experts)
+    assert offsets.tolist() == [0, *torch.cumsum(counts, 0).tolist()]
+    assert (slot_row[~routed] == -1).all()
+    rows = slot_row[routed].long()
+    assert sorted(rows.tolist()) == list(range(int(offsets[-1])))
+    assert (row_token[rows] == torch.arange(tokens * top_k)[routed] // top_k).all()
+    assert ((offsets[flat[routed]] <= rows) & (rows < offsets[flat[routed] + 1])).all()
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("hidden", [72, 70])  # 16-byte rows, and the element-by-element path
+def test_combine_adds_eleven_slots_per_token_in_order(kernel, device, rng, hidden):
+    """top_k 11 (more than transformers' models use), rows -1 add nothing; float32 sums in slot order."""
+    tokens, top_k, row_count = 5, 11, 40
+    rows = torch.randn(row_count, hidden, generator=rng, device=device).to(torch.bfloat16)
+    slot_row = torch.randint(0, row_count, (tokens * top_k,), generator=rng, device=device).to(torch.int32)
+    slot_row[3] = -1
+    slot_row[20] = -1
+    weights = torch.rand(tokens, top_k, generator=rng, device=device)
+    out = kernel.moe_combine(rows, slot_row, weights, torch.float32).cpu()
+    expected = torch.zeros(tokens, hidden, dtype=torch.float32)
+    for t in range(tokens):
+        for j in range(top_k):
+            row = int(slot_row[t * top_k + j])
+            if row >= 0:
+                expected[t] += weights[t, j].cpu() * rows[row].cpu().float()
+    torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.kernels_ci
 def test_route_refuses_ids_out_of_range_on_cpu(kernel):
     ids = torch.tensor([[0, 5]])
     with pytest.raises(RuntimeError, match=r"top_k_index must hold expert ids 0\.\.3 \(or 4 for no expert\)"):
