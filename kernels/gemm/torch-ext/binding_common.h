@@ -1,6 +1,7 @@
 #pragma once
 // What the two binding files (torch_binding.cpp, moe_binding.cpp) share; defined in torch_binding.cpp.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/launchers.h"

@@ -3,7 +3,10 @@
 // Descriptions: gemm_common/moe_args.h. Every input is checked here with a message that names it.
 #include "moe_binding.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
 

@@ -4,8 +4,11 @@
 // current stream.
 #include "torch_binding.h"
 
-#include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/sigmoid.h>
 #include <torch/library.h>
 
 #include <algorithm>
