@@ -98,7 +98,7 @@ def _compare_ops(before: dict[str, str], after: dict[str, str], where: str) -> l
         new = after.get(name)
         if new is None:
             breaks.append(Break("op", name, where, "removed", schema, "-"))
-        elif new != schema and not torch._C.parse_schema(new).is_backward_compatible_with(  # type: ignore[attr-defined]
+        elif new != schema and not torch._C.parse_schema(new).is_backward_compatible_with(
             torch._C.parse_schema(schema)
         ):
             breaks.append(Break("op", name, where, "schema changed incompatibly", schema, new))
