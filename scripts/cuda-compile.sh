@@ -29,42 +29,30 @@ if ! command -v nvcc >/dev/null; then
   exit 1
 fi
 if [ "$setup" = 1 ]; then
-  if [ ! -x .venv-cu130/bin/kbuild ]; then
+  if [ ! -x .venv-cu130/bin/python ]; then
     python3 -m venv .venv-cu130
   fi
-  # pip's resolver reports torch's own dependencies (its CUDA wheels, triton, sympy, ...) as missing,
-  # in lines that start with ERROR, on every install into this environment; they are left out on
-  # purpose, so those lines are replaced by one note. A failed install prints everything.
-  pip_install() {
-    local output status=0
-    output=$(.venv-cu130/bin/python -m pip install -q --disable-pip-version-check "$@" 2>&1) || status=$?
-    if [ "$status" -ne 0 ]; then
-      printf '%s\n' "$output" >&2
-      return "$status"
-    fi
-    if grep -q "^ERROR: pip's dependency resolver" <<<"$output"; then
-      echo "cuda-compile: pip lists torch's runtime dependencies as missing: expected, this environment only compiles against torch"
-    fi
-    if [ -n "$output" ]; then
-      grep -v -e "^ERROR: pip's dependency resolver" -e "^torch .* requires .*, which is not installed\.$" \
-        -e "^torch .* requires .*, but you have .* which is incompatible\.$" <<<"$output" || true
-    fi
+  # uv, as scripts/bootstrap.sh installs with it (pip took about 40 CPU-seconds more here, most of
+  # them resolving kbuild's dependencies).
+  .venv-cu130/bin/python -m pip install -q --disable-pip-version-check "uv>=0.8"
+  uv_install() {
+    .venv-cu130/bin/uv pip install --quiet --python .venv-cu130/bin/python "$@"
   }
   # Only torch's headers and libraries are needed to compile and link, not its CUDA wheels (nor its
   # Python files compiled to bytecode: this torch is never imported, it cannot load without them),
-  pip_install --no-deps --no-compile "torch==2.14.1"
+  uv_install --no-deps "torch==2.14.1"
   # except the headers of the CUDA libraries ATen/cuda/CUDAContext.h includes (cuBLAS, cuSPARSE,
   # cuSOLVER), which the nvcc toolkit lacks: the NVIDIA wheels of torch's own cuda-toolkit pin.
   # kbuild adds their include folders to CUDA builds.
   cuda_toolkit=$(.venv-cu130/bin/python -c 'import importlib.metadata as m, re
 print(next(re.search(r"==\s*([\d.]+)", r)[1] for r in m.requires("torch") if r.startswith("cuda-toolkit[")))')
-  pip_install "cuda-toolkit[cublas,cusparse,cusolver]==$cuda_toolkit"
+  uv_install "cuda-toolkit[cublas,cusparse,cusolver]==$cuda_toolkit"
   # A lock on the repository folder keeps this install from writing kbuild's metadata
   # (tooling/kbuild.egg-info) while the one of scripts/bootstrap.sh does (scripts/test.sh runs the
   # two side by side; bootstrap.sh installs kbuild first, this script last).
   (
     flock 9
-    pip_install -e .
+    uv_install -e .
   ) 9<.
 fi
 [ "$compile" = 1 ] || exit 0

@@ -329,11 +329,12 @@ def test_main_job_reruns_quick_tests_that_failed(tmp_path, monkeypatch):
 
 FAKE_PYTHON = """\
 #!/usr/bin/env bash
-# pip as it answers in .venv-cu130: quiet, then the resolver's report on stderr.
+# .venv-cu130's python: `-c` reads torch's cuda-toolkit pin; `-m pip install uv` is quiet.
 if [ "$1" = "-c" ]; then echo 13.0; exit 0; fi
-echo "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed."
-echo "torch 2.14.1 requires sympy>=1.13.3, which is not installed." >&2
-echo "torch 2.14.1 requires setuptools>=77.0.3, but you have setuptools 65.5.0 which is incompatible." >&2
+"""
+FAKE_UV = """\
+#!/usr/bin/env bash
+echo "$*" >> "$(dirname "$0")/uv-calls"
 """
 FAKE_KBUILD = """\
 #!/usr/bin/env bash
@@ -343,7 +344,7 @@ echo "second step of $2" >&2
 """
 
 
-def test_cuda_compile_stage_streams_each_kernels_lines_and_explains_pip(tmp_path):
+def test_cuda_compile_stage_sets_up_with_uv_and_streams_each_kernels_lines(tmp_path):
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "cuda-compile.sh", root / "scripts")
@@ -351,7 +352,7 @@ def test_cuda_compile_stage_streams_each_kernels_lines_and_explains_pip(tmp_path
     (root / "kernels" / "one" / "build.toml").write_text('backends = ["cuda"]\n')
     bin_dir = root / ".venv-cu130" / "bin"
     bin_dir.mkdir(parents=True)
-    for name, text in (("python", FAKE_PYTHON), ("kbuild", FAKE_KBUILD), ("nvcc", "#!/bin/sh\n")):
+    for name, text in (("python", FAKE_PYTHON), ("uv", FAKE_UV), ("kbuild", FAKE_KBUILD), ("nvcc", "#!/bin/sh\n")):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
@@ -368,8 +369,13 @@ def test_cuda_compile_stage_streams_each_kernels_lines_and_explains_pip(tmp_path
     assert process.wait() == 0
     lines = [line for _, line in arrived]
     at = {line: when for when, line in arrived}
+    into = "pip install --quiet --python .venv-cu130/bin/python"
+    assert (bin_dir / "uv-calls").read_text().splitlines() == [
+        f"{into} --no-deps torch==2.14.1",
+        f"{into} cuda-toolkit[cublas,cusparse,cusolver]==13.0",
+        f"{into} -e .",
+    ]
     assert not [line for line in lines if "ERROR" in line or "requires" in line], lines
-    assert any("pip lists torch's runtime dependencies as missing: expected" in line for line in lines)
     first, second = "  [one] first step of kernels/one", "  [one] second step of kernels/one"
     assert lines.index("cuda-compile: kernels/one: started") < lines.index(first) < lines.index(second)
     assert at[second] - at[first] > 1.5  # streamed as it came, not held until the kernel ended
