@@ -1,7 +1,6 @@
 #pragma once
 // What the two binding files (torch_binding.cpp, moe_binding.cpp) share; defined in torch_binding.cpp.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/launchers.h"

@@ -2,7 +2,6 @@
 // Mixture-of-experts ops (torch-ext/moe_binding.cpp; semantics: gemm_common/moe_args.h).
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 
 // (offsets (E + 1), row_token (T * k), slot_row (T * k)), all int32: the (token, expert) slots of
 // top_k_index (T, k) sorted by expert. Ids outside [0, E) own no row (slot_row -1).

@@ -5,10 +5,10 @@
 #include "torch_binding.h"
 
 #include <ATen/MemoryOverlap.h>
-#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sigmoid.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -474,7 +474,7 @@ void silu_and_mul(at::Tensor& out, const at::Tensor& x) {
   const at::Tensor rows = x.reshape({leading_rows(x), 2 * d});
   if (x.device().is_cpu() || rows.stride(1) != 1) {
     const at::Tensor gate = rows.narrow(1, 0, d).to(at::kFloat), up = rows.narrow(1, d, d).to(at::kFloat);
-    out.copy_((gate * at::sigmoid(gate) * up).view(sizes));
+    out.copy_(gate.mul(at::sigmoid(gate)).mul(up).view(sizes));
     return;
   }
   fp8gemm::SiluMulArgs args;

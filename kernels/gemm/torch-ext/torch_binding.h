@@ -1,7 +1,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 
 // out = gemm(a, b, a_scale, b_scale): FP8 block-scaled GEMM into a bf16 `out`.
 // Shapes: a (M, K), b (K, N), a_scale (ceil(K/128), M), b_scale (ceil(K/128), ceil(N/128)),
