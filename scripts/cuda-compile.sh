@@ -32,11 +32,19 @@ if [ "$setup" = 1 ]; then
   if [ ! -x .venv-cu130/bin/python ]; then
     python3 -m venv .venv-cu130
   fi
-  # uv, as scripts/bootstrap.sh installs with it (pip took about 40 CPU-seconds more here, most of
-  # them resolving kbuild's dependencies).
+  # uv, as scripts/bootstrap.sh installs with it (pip took about 20 CPU-seconds more here, 15 of them
+  # resolving kbuild's dependencies). uv does not read pip's configuration: the folders of wheels
+  # this workplace keeps on disk (torch 2.14.1 and the NVIDIA wheels among them) are named here;
+  # elsewhere the wheels come from PyPI.
   .venv-cu130/bin/python -m pip install -q --disable-pip-version-check "uv>=0.8"
+  local_wheels=()
+  for folder in /opt/pypi-more/files /opt/wheels; do
+    if [ -d "$folder" ]; then
+      local_wheels+=(--find-links "$folder")
+    fi
+  done
   uv_install() {
-    .venv-cu130/bin/uv pip install --quiet --python .venv-cu130/bin/python "$@"
+    .venv-cu130/bin/uv pip install --quiet --python .venv-cu130/bin/python "${local_wheels[@]}" "$@"
   }
   # Only torch's headers and libraries are needed to compile and link, not its CUDA wheels (nor its
   # Python files compiled to bytecode: this torch is never imported, it cannot load without them),
