@@ -228,6 +228,9 @@ def test_gemm_fast_path_has_fp8_mfma_in_every_instantiation(tmp_path):
     # 3 input dtypes x (plain, SiLU-and-mul) x (16-byte, element path); 3 dtypes x 2 widths
     assert sum("quantize_kernel" in name for name in quantize) == 12
     assert sum("silu_mul_kernel" in name for name in quantize) == 6
+    moe = rocm.asm_functions(by_source["moe_rocm.hip"].asm_text())
+    assert sum("route_kernel" in name for name in moe) == 1 and sum("combine_kernel" in name for name in moe) == 2
+    assert not [name for name in moe if "quantize_kernel" in name], "the routing's file compiles only its own kernels"
 
 
 @needs_clang
