@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,12 +15,11 @@ from pathlib import Path
 
 import pytest
 from fake_hub import FakeHub
-from minimal_manifest import MINIMAL_BUILD_TOML
+from minimal_manifest import MINIMAL_BUILD_TOML, NOARCH_BUILD_TOML, write_noarch_kernel
 
 from kbuild.build.builder import build_kernel
 from kbuild.build.scaffold import create_kernel
 from kbuild.card import sandbox_parent as card_render
-from kbuild.card.content import DEFAULT_TEMPLATE
 from kbuild.check.kernel_checks import check_kernel
 from kbuild.cli import main
 from kbuild.core.errors import KbuildError
@@ -31,26 +29,12 @@ from kbuild.sync.upstream import load_upstream
 
 KBUILD = Path(__file__).resolve().parents[1] / "kbuild"
 TOKEN = "hf_SecretTokenForTests0123456789"
-NOARCH_TOML = """[general]
-name = "demo"
-version = 1
-edition = 5
-license = "MIT"
-backends = ["cpu"]
-{hub}
-[torch-noarch]
-"""
 
 
 @pytest.fixture
 def noarch(tmp_path) -> Path:
     """A pure-Python kernel with the default card: `kbuild build` stages it without compiling."""
-    kernel = tmp_path / "kernels" / "demo"
-    (kernel / "torch-ext" / "demo").mkdir(parents=True)
-    (kernel / "build.toml").write_text(NOARCH_TOML.format(hub=""))
-    (kernel / "torch-ext" / "demo" / "__init__.py").write_text('"""Demo."""\n__all__ = []\n')
-    shutil.copyfile(DEFAULT_TEMPLATE, kernel / "CARD.md")
-    return kernel
+    return write_noarch_kernel(tmp_path / "kernels" / "demo")
 
 
 def _quiet(_line: str) -> None:
@@ -268,7 +252,8 @@ def test_publish_into_a_file_or_an_unwritable_folder_is_bad_input(noarch, tmp_pa
 
 @pytest.mark.parametrize("repo_id", ["a/b\n", "org/demo\n"])
 def test_check_reports_a_repo_id_with_a_line_break(noarch, repo_id):
-    (noarch / "build.toml").write_text(NOARCH_TOML.format(hub=f"\n[general.hub]\nrepo-id = {json.dumps(repo_id)}\n"))
+    hub = f"\n[general.hub]\nrepo-id = {json.dumps(repo_id)}\n"
+    (noarch / "build.toml").write_text(NOARCH_BUILD_TOML.format(hub=hub))
     assert any(f"repo-id `{repo_id}` is not a Hub repository id" in str(f) for f in check_kernel(noarch))
 
 

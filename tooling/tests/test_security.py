@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
+from minimal_manifest import NOARCH_BUILD_TOML, write_noarch_kernel
 
 from kbuild.build.builder import build_kernel, build_lock, generate_only
-from kbuild.card.content import DEFAULT_TEMPLATE
 from kbuild.check.kernel_checks import check_kernel
 from kbuild.cli import main
 from kbuild.core.errors import KbuildError
@@ -24,15 +24,6 @@ from kbuild.model.manifest import load_manifest
 from kbuild.pipeline import publish_locally
 
 REPO = Path(__file__).resolve().parents[2]
-NOARCH_TOML = """[general]
-name = "demo"
-version = 1
-edition = 5
-license = "MIT"
-backends = ["cpu"]
-{hub}
-[torch-noarch]
-"""
 BAD_REPO_IDS = [
     *("../x", "x/..", "./.", ".git/hooks", "../..", "org/-x", "org/a--b", "org/" + "n" * 97, "org/a b"),
     *("org/demo\n", "a/b\n"),  # issue 40: `$` matched before a final line break
@@ -41,14 +32,10 @@ BAD_REPO_IDS = [
 
 @pytest.fixture
 def noarch(tmp_path) -> Path:
-    """A pure-Python kernel: `kbuild build` stages it without compiling."""
-    kernel = tmp_path / "kernels" / "demo"
-    (kernel / "torch-ext" / "demo").mkdir(parents=True)
-    (kernel / "build.toml").write_text(NOARCH_TOML.format(hub=""))
-    (kernel / "torch-ext" / "demo" / "__init__.py").write_text('"""Demo."""\n__all__ = []\n')
+    """A pure-Python kernel with a benchmark: `kbuild build` stages it without compiling."""
+    kernel = write_noarch_kernel(tmp_path / "kernels" / "demo")
     (kernel / "benchmarks").mkdir()
     (kernel / "benchmarks" / "benchmark_demo.py").write_text("# benchmark\n")
-    shutil.copyfile(DEFAULT_TEMPLATE, kernel / "CARD.md")
     return kernel
 
 
@@ -168,7 +155,7 @@ def test_repo_id_flag_is_checked_by_the_hub_rules(noarch, tmp_path, repo_id, cap
 
 @pytest.mark.parametrize("repo_id", ["../escaped", ".git/hooks"])
 def test_repo_id_in_build_toml_is_checked_by_check_publish_and_the_main_job(noarch, tmp_path, repo_id, capsys):
-    (noarch / "build.toml").write_text(NOARCH_TOML.format(hub=f'\n[general.hub]\nrepo-id = "{repo_id}"\n'))
+    (noarch / "build.toml").write_text(NOARCH_BUILD_TOML.format(hub=f'\n[general.hub]\nrepo-id = "{repo_id}"\n'))
     findings = [str(f) for f in check_kernel(noarch)]
     assert any(f"repo-id `{repo_id}` is not a Hub repository id" in f for f in findings), findings
     assert main(["check", str(noarch)]) == 1
@@ -190,7 +177,8 @@ def test_repo_id_in_build_toml_is_checked_by_check_publish_and_the_main_job(noar
     ],
 )
 def test_hub_branch_in_build_toml_is_a_plain_branch_name(noarch, tmp_path, branch, capsys):
-    (noarch / "build.toml").write_text(NOARCH_TOML.format(hub=f"\n[general.hub]\nbranch = {json.dumps(branch)}\n"))
+    hub = f"\n[general.hub]\nbranch = {json.dumps(branch)}\n"
+    (noarch / "build.toml").write_text(NOARCH_BUILD_TOML.format(hub=hub))
     assert any(f"branch {branch!r} is not a plain branch name" in str(f) for f in check_kernel(noarch))
     build_kernel(noarch, log=_quiet)
     hub = tmp_path / "hub"
