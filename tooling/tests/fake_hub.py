@@ -25,11 +25,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
+
+from huggingface_hub import CommitOperationAdd, HfApi
 
 REPO = r"(?P<type>[a-z]+)s/(?P<repo>[^/]+/[^/]+)"
 ROUTES = [
@@ -96,6 +100,20 @@ class FakeHub:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def environment(self, **extra: str) -> dict[str, str]:
+        """This process's environment with huggingface_hub pointed here, for a kbuild child process."""
+        return {**os.environ, "HF_ENDPOINT": self.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1", **extra}
+
+    def upload_build(self, repo_id: str, variant: Path, branch: str = "v1") -> None:
+        """A new kernel repository whose `branch` holds `variant` as build/<variant>/..., uploaded
+        with huggingface_hub's real client."""
+        api = HfApi(endpoint=self.endpoint, token="hf_fake_token")
+        api.create_repo(repo_id, repo_type="kernel")
+        api.create_branch(repo_id, branch=branch, repo_type="kernel")
+        files = [p for p in variant.rglob("*") if p.is_file()]
+        additions = [CommitOperationAdd(f"build/{p.relative_to(variant.parent)}", str(p)) for p in files]
+        api.create_commit(repo_id, additions, commit_message=branch, revision=branch, repo_type="kernel")
 
     def hold_commits(self, count: int) -> None:
         self._barrier = threading.Barrier(count, timeout=30)

@@ -4,7 +4,6 @@ their publication in a local hub folder and on the stand-in Hub (tests/fake_hub.
 import base64
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fake_hub import FakeHub
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import HfApi
 from test_publish import BUILD_TOML, V213, _variant
 
 from kbuild.build.builder import build_kernel
@@ -181,13 +180,8 @@ def test_api_check_against_the_hub(relu_copy, relu_variant):
     """The command as CI runs it: the repository id of build.toml (or another one), read through
     huggingface_hub at HF_ENDPOINT, against the existing build."""
     with FakeHub() as fake:
-        api = HfApi(endpoint=fake.endpoint, token="hf_fake_token")
-        api.create_repo("kernels-community/relu", repo_type="kernel")
-        api.create_branch("kernels-community/relu", branch="v1", repo_type="kernel")
-        files = [p for p in relu_variant.rglob("*") if p.is_file()]
-        additions = [CommitOperationAdd(f"build/{p.relative_to(relu_variant.parent)}", str(p)) for p in files]
-        api.create_commit("kernels-community/relu", additions, commit_message="v1", revision="v1", repo_type="kernel")
-        env = {**os.environ, "HF_ENDPOINT": fake.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1"}
+        fake.upload_build("kernels-community/relu", relu_variant)
+        env = fake.environment()
         command = [sys.executable, "-m", "kbuild.cli", "api-check", str(relu_copy), "--no-build"]
         result = subprocess.run(command, env=env, capture_output=True, text=True)
         assert result.returncode == 0, result.stderr

@@ -3,7 +3,6 @@ checkout) and on the stand-in Hub (tests/fake_hub.py)."""
 
 import importlib.metadata
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from fake_hub import FakeHub
-from huggingface_hub import CommitOperationAdd, HfApi
 from packaging.version import Version
 
 from kbuild.build.builder import build_kernel
@@ -98,13 +96,8 @@ def test_newest_version_by_default_every_version_on_request(hub, capsys):
 def test_a_hub_repository_needs_bundles(relu_variant):
     """Through huggingface_hub at HF_ENDPOINT: on the Hub every variant must be signed."""
     with FakeHub() as fake:
-        api = HfApi(endpoint=fake.endpoint, token="hf_fake_token")
-        api.create_repo("org/relu", repo_type="kernel")
-        api.create_branch("org/relu", branch="v1", repo_type="kernel")
-        files = [p for p in relu_variant.rglob("*") if p.is_file()]
-        additions = [CommitOperationAdd(f"build/{p.relative_to(relu_variant.parent)}", str(p)) for p in files]
-        api.create_commit("org/relu", additions, commit_message="v1", revision="v1", repo_type="kernel")
-        env = {**os.environ, "HF_ENDPOINT": fake.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1"}
+        fake.upload_build("org/relu", relu_variant)
+        env = fake.environment()
         command = [sys.executable, "-m", "kbuild.cli", "verify", "org/relu"]
         result = subprocess.run(command, env=env, capture_output=True, text=True)
     assert result.returncode == 1, result.stderr
