@@ -6,14 +6,17 @@ from pathlib import Path
 
 from kbuild.card.content import DEFAULT_TEMPLATE
 
-MINIMAL_BUILD_TOML = """\
+GENERAL = """\
 [general]
 name = "demo"
 version = 1
 edition = 5
 license = "MIT"
 backends = ["cpu"]
-
+"""
+MINIMAL_BUILD_TOML = (
+    GENERAL
+    + """
 [torch]
 src = ["torch-ext/torch_binding.cpp"]
 
@@ -22,18 +25,9 @@ backend = "cpu"
 depends = ["torch"]
 src = ["demo_cpu/demo.cpp"]
 """
-
+)
 # {hub}: an optional [general.hub] table.
-NOARCH_BUILD_TOML = """\
-[general]
-name = "demo"
-version = 1
-edition = 5
-license = "MIT"
-backends = ["cpu"]
-{hub}
-[torch-noarch]
-"""
+NOARCH_BUILD_TOML = GENERAL + "{hub}\n[torch-noarch]\n"
 
 
 def write_noarch_kernel(kernel: Path) -> Path:

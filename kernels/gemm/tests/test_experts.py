@@ -219,6 +219,17 @@ def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, 
     torch.testing.assert_close(out, copied, rtol=2**-7, atol=1e-3)
 
 
+def check_counted_rows(out, a, a_scale, w, w_scale, rows_used):
+    """out (E, capacity, N) of the masked layout, first filled with 7: expert e's first rows_used[e]
+    rows equal the dequantized product, the rest still hold 7."""
+    experts, capacity, _ = out.shape
+    deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
+    deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, -1)
+    for e, c in enumerate(rows_used):
+        torch.testing.assert_close(out[e, :c].double().cpu(), deq_a[e, :c] @ deq_w[e].T, rtol=2**-7, atol=1e-3)
+        assert (out[e, c:] == 7.0).all(), f"expert {e}: rows past its count were written"
+
+
 @pytest.mark.kernels_ci
 def test_grouped_masked_on_tiles_writes_only_the_counted_rows(kernel, device, fp8_dtype, rng, path):
     """The masked layout with many rows per expert (A scales M-contiguous here): on Hopper the tiles."""
@@ -230,11 +241,7 @@ def test_grouped_masked_on_tiles_writes_only_the_counted_rows(kernel, device, fp
     counts = torch.tensor([0, 40, 9, 100], dtype=torch.int32, device=device)  # 100 is clamped to 40
     out = torch.full((experts, capacity, n), 7.0, dtype=torch.bfloat16, device=device)
     run_on_tiles_where_hopper(lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counts, out=out), device, path)
-    deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
-    deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, k)
-    for e, c in enumerate([0, 40, 9, 40]):
-        torch.testing.assert_close(out[e, :c].double().cpu(), deq_a[e, :c] @ deq_w[e].T, rtol=2**-7, atol=1e-3)
-        assert (out[e, c:] == 7.0).all(), f"expert {e}: rows past its count were written"
+    check_counted_rows(out, a, a_scale, w, w_scale, [0, 40, 9, 40])
 
 
 @pytest.mark.kernels_ci
@@ -248,11 +255,7 @@ def test_grouped_masked_writes_only_the_counted_rows(kernel, device, fp8_dtype, 
     counts = torch.tensor([0, 9, 2, 20], dtype=torch.int32, device=device)  # 20 is clamped to 9
     out = torch.full((experts, capacity, n), 7.0, dtype=torch.bfloat16, device=device)
     kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counts, out=out)
-    deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
-    deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, k)
-    for e, c in enumerate([0, 9, 2, 9]):
-        torch.testing.assert_close(out[e, :c].double().cpu(), deq_a[e, :c] @ deq_w[e].T, rtol=2**-7, atol=1e-3)
-        assert (out[e, c:] == 7.0).all(), f"expert {e}: rows past its count were written"
+    check_counted_rows(out, a, a_scale, w, w_scale, [0, 9, 2, 9])
 
 
 # ---- the whole block ----
