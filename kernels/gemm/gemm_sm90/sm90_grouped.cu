@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "gemm_cuda/pdl_launch.h"
 #include "gemm_cuda/sm90_hook.h"
 #include "gemm_sm90/sm90_grouped.cuh"
 #include "gemm_sm90/sm90_grouped_tiles.h"
@@ -47,7 +48,7 @@ Status launch(const GroupedParams& params, unsigned experts_in_grid, cudaStream_
   cfg.gridDim = dim3(unsigned(ceil_div(params.g.N, rows_per_cta)), experts_in_grid, 1);
   cfg.blockDim = dim3(grouped::kThreads);
   cfg.stream = stream;
-  const cudaError_t err = launch_programmatic(cfg, grouped::fp8_grouped_kernel<WR, TN>, params);
+  const cudaError_t err = pdl::launch_programmatic(cfg, grouped::fp8_grouped_kernel<WR, TN>, params);
   if (err == cudaSuccess) return kOk;
   cudaGetLastError();
   return cudaGetErrorString(err);

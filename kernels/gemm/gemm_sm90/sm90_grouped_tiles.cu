@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "gemm_cuda/pdl_launch.h"
 #include "gemm_sm90/sm90_grouped_tiles.cuh"
 #include "gemm_sm90/sm90_grouped_tiles.h"
 #include "gemm_sm90/sm90_launch.h"
@@ -37,7 +38,7 @@ Status launch(const CUtensorMap& map_a, const CUtensorMap& map_b, const TilesPar
   cfg.blockDim = dim3(T::kThreads);
   cfg.dynamicSmemBytes = T::kSmemBytes;
   cfg.stream = stream;
-  if (launch_programmatic(cfg, kernel, map_a, map_b, q) == cudaSuccess) return kOk;
+  if (pdl::launch_programmatic(cfg, kernel, map_a, map_b, q) == cudaSuccess) return kOk;
   cudaGetLastError();
   return "gemm_sm90: grouped kernel launch failed";
 }

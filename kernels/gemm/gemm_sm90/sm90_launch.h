@@ -63,25 +63,6 @@ void set_operands(Params& p, const Args& g, int64_t rows) {
   p.out_sn = g.out_stride_n;
 }
 
-// Queues kernel as cfg says (grid, block, shared memory, stream) programmatically, right behind the
-// kernel before it (the kernel waits for it with griddepcontrol.wait); in plain stream order where
-// that launch attribute is refused.
-template <typename... Params, typename... Args>
-cudaError_t launch_programmatic(cudaLaunchConfig_t cfg, void (*kernel)(Params...), const Args&... args) {
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, Params(args)...);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    cfg.numAttrs = 0;
-    err = cudaLaunchKernelEx(&cfg, kernel, Params(args)...);
-  }
-  return err;
-}
-
 // Launches the kernel for l.config, from the half compiled for split tiles (kSplit, split > 1)
 // or for unsplit ones.
 template <bool kSplit>
