@@ -219,43 +219,30 @@ def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, 
     torch.testing.assert_close(out, copied, rtol=2**-7, atol=1e-3)
 
 
-def check_counted_rows(out, a, a_scale, w, w_scale, rows_used):
-    """out (E, capacity, N) of the masked layout, first filled with 7: expert e's first rows_used[e]
-    rows equal the dequantized product, the rest still hold 7."""
-    experts, capacity, _ = out.shape
-    deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
-    deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, -1)
-    for e, c in enumerate(rows_used):
-        torch.testing.assert_close(out[e, :c].double().cpu(), deq_a[e, :c] @ deq_w[e].T, rtol=2**-7, atol=1e-3)
-        assert (out[e, c:] == 7.0).all(), f"expert {e}: rows past its count were written"
-
-
 @pytest.mark.kernels_ci
-def test_grouped_masked_on_tiles_writes_only_the_counted_rows(kernel, device, fp8_dtype, rng, path):
-    """The masked layout with many rows per expert (A scales M-contiguous here): on Hopper the tiles."""
-    experts, capacity, n, k = 4, 40, 256, 384
-    w, w_scale = random_experts(kernel, experts, n, k, device, fp8_dtype, rng)
-    x = torch.randn(experts * capacity, k, generator=rng, device=device)
-    a, a_scale = kernel.quantize_per_token_group(x, BLOCK, fp8_dtype)
-    a3, s3 = a.view(experts, capacity, k), a_scale.view(experts, capacity, -1)  # s3 strides (capacity, 1, E*C)
-    counts = torch.tensor([0, 40, 9, 100], dtype=torch.int32, device=device)  # 100 is clamped to 40
-    out = torch.full((experts, capacity, n), 7.0, dtype=torch.bfloat16, device=device)
-    run_on_tiles_where_hopper(lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counts, out=out), device, path)
-    check_counted_rows(out, a, a_scale, w, w_scale, [0, 40, 9, 40])
-
-
-@pytest.mark.kernels_ci
-def test_grouped_masked_writes_only_the_counted_rows(kernel, device, fp8_dtype, rng, path):
-    experts, capacity, n, k = 4, 9, 128, 256
+@pytest.mark.parametrize(
+    "capacity,n,k,counts,scales",
+    [(40, 256, 384, [0, 40, 9, 100], "m-contiguous"), (9, 128, 256, [0, 9, 2, 20], "row-major")],
+)
+def test_grouped_masked_writes_only_the_counted_rows(
+    kernel, device, fp8_dtype, rng, path, capacity, n, k, counts, scales
+):
+    """The masked layout, a count past the capacity clamped to it; A scales as quantized (M-contiguous:
+    strides (capacity, 1, E * C)) or copied row-major. On Hopper's default path: the tiles."""
+    experts = len(counts)
     w, w_scale = random_experts(kernel, experts, n, k, device, fp8_dtype, rng)
     x = torch.randn(experts * capacity, k, generator=rng, device=device)
     a, a_scale = kernel.quantize_per_token_group(x, BLOCK, fp8_dtype)
     a3 = a.view(experts, capacity, k)
-    s3 = a_scale.contiguous().view(experts, capacity, -1)
-    counts = torch.tensor([0, 9, 2, 20], dtype=torch.int32, device=device)  # 20 is clamped to 9
+    s3 = (a_scale if scales == "m-contiguous" else a_scale.contiguous()).view(experts, capacity, -1)
+    counted = torch.tensor(counts, dtype=torch.int32, device=device)
     out = torch.full((experts, capacity, n), 7.0, dtype=torch.bfloat16, device=device)
-    kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counts, out=out)
-    check_counted_rows(out, a, a_scale, w, w_scale, [0, 9, 2, 9])
+    run_on_tiles_where_hopper(lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counted, out=out), device, path)
+    deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
+    deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, k)
+    for e, c in enumerate(min(count, capacity) for count in counts):
+        torch.testing.assert_close(out[e, :c].double().cpu(), deq_a[e, :c] @ deq_w[e].T, rtol=2**-7, atol=1e-3)
+        assert (out[e, c:] == 7.0).all(), f"expert {e}: rows past its count were written"
 
 
 # ---- the whole block ----
