@@ -28,6 +28,7 @@ struct TunedSmallM {
 #define SM90_CONSTANT(name, value)
 #define SM90_RANKED(m, n, k, block_m, block_n, split)
 #define SM90_SMALL_M(n, k, min_m, max_m, block_m, block_n, split)
+#define SM90_SMALL_M_H200(n, k, min_m, max_m, block_m, block_n, split)
 
 #undef SM90_CONSTANT
 #define SM90_CONSTANT(name, value) constexpr int name = value;
@@ -57,12 +58,22 @@ constexpr TunedShape kTuned[] = {
 constexpr TunedSmallM kTunedSmallM[] = {
 #include "gemm_sm90/tile_configs.def"
 };
+#undef SM90_SMALL_M
+#define SM90_SMALL_M(n, k, min_m, max_m, block_m, block_n, split)
+
+#undef SM90_SMALL_M_H200
+#define SM90_SMALL_M_H200(n, k, min_m, max_m, block_m, block_n, split) \
+  TunedSmallM{n, k, min_m, max_m, {block_m, block_n, split}},
+constexpr TunedSmallM kTunedSmallMH200[] = {
+#include "gemm_sm90/tile_configs.def"
+};
 
 #undef SM90_TILE
 #undef SM90_CANDIDATE
 #undef SM90_CONSTANT
 #undef SM90_RANKED
 #undef SM90_SMALL_M
+#undef SM90_SMALL_M_H200
 
 // Cost model for any other shape, microseconds: waves of tiles, each tile its 128-deep K
 // blocks at the per-CTA rate measured with every SM busy (kTileShapes' kblock_us, from
@@ -90,6 +101,8 @@ constexpr bool tables_have_kernels() {
     if (find_tile(t.config.block_m, t.config.block_n) == nullptr) return false;
   for (const TunedSmallM& t : kTunedSmallM)
     if (find_tile(t.config.block_m, t.config.block_n) == nullptr) return false;
+  for (const TunedSmallM& t : kTunedSmallMH200)
+    if (find_tile(t.config.block_m, t.config.block_n) == nullptr) return false;
   return true;
 }
 static_assert(tables_have_kernels(),
@@ -115,10 +128,15 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
 // M >= 1.5 N, slower on the other 13.
 inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
 
-inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1]) {
+// hbm3e: an H200-class GPU (DeviceInfo), whose SM90_SMALL_M_H200 entries come first.
+inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
+                              bool hbm3e) {
   if (clusters[1] == kTunedSms) {
     for (const TunedShape& t : kTuned)
       if (t.M == M && t.N == N && t.K == K) return t.config;
+    if (hbm3e)
+      for (const TunedSmallM& t : kTunedSmallMH200)
+        if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return t.config;
     for (const TunedSmallM& t : kTunedSmallM)
       if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return t.config;
   }

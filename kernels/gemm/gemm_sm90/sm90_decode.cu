@@ -39,9 +39,20 @@ const DecodeTuned* tuned(int64_t N, int64_t K) {
   return nullptr;
 }
 
+// On an H200 the wgmma tiles (SM90_SMALL_M_H200) beat the decode kernel on (7168, 256) from one
+// token on (DESIGN.md, "Small M on the H200").
+constexpr int64_t kTilesOnH200[][2] = {{7168, 256}};
+
+bool tiles_on_h200(int64_t N, int64_t K) {
+  for (const auto& nk : kTilesOnH200)
+    if (nk[0] == N && nk[1] == K) return true;
+  return false;
+}
+
 // Other shapes: the decode kernel for up to 8 tokens, and up to 32 where N is narrow (the wgmma
 // tiles then leave SMs idle), when K has 4 blocks or more to split.
-bool decode_wins(int64_t M, int64_t N, int64_t K, int num_sms) {
+bool decode_wins(int64_t M, int64_t N, int64_t K, int num_sms, bool hbm3e) {
+  if (num_sms == kTunedSms && hbm3e && tiles_on_h200(N, K)) return false;
   if (const DecodeTuned* t = num_sms == kTunedSms ? tuned(N, K) : nullptr) return M <= t->max_m;
   return ceil_div(K, decode::kBlockK) >= 4 && (M <= 8 || (M <= 32 && N <= 2048));
 }
@@ -102,10 +113,10 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
 
 }  // namespace
 
-bool decode_takes(const GemmArgs& g, int num_sms) {
+bool decode_takes(const GemmArgs& g, int num_sms, bool hbm3e) {
   constexpr int64_t kMaxN = int64_t(65535) * 16, kMaxK = int64_t(1) << 30;  // grid y, int indexing
   return g.format == Fp8Format::E4M3FN && g.M >= 1 && g.N >= 1 && g.N <= kMaxN && g.K >= 1 && g.K < kMaxK &&
-         decode_wins(g.M, g.N, g.K, num_sms) && !decode_switched_off() &&
+         decode_wins(g.M, g.N, g.K, num_sms, hbm3e) && !decode_switched_off() &&
          rows_16(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
          rows_16(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K);
 }

@@ -166,12 +166,14 @@ constexpr TileDims kTileShapes[] = {
 #define SM90_CONSTANT(name, value)
 #define SM90_RANKED(m, n, k, block_m, block_n, split)
 #define SM90_SMALL_M(n, k, min_m, max_m, block_m, block_n, split)
+#define SM90_SMALL_M_H200(n, k, min_m, max_m, block_m, block_n, split)
 #include "gemm_sm90/tile_configs.def"
 #undef SM90_TILE
 #undef SM90_CANDIDATE
 #undef SM90_CONSTANT
 #undef SM90_RANKED
 #undef SM90_SMALL_M
+#undef SM90_SMALL_M_H200
 };
 
 // The entry of kTileShapes for BM x BN, or nullptr.

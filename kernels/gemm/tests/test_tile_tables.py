@@ -19,7 +19,8 @@ def test_hopper_tiles_are_shapes_the_kernels_take():
 def test_hopper_tables_name_only_tiles_that_have_kernels():
     table = sm90_table()
     shapes = {(m, n) for m, n, _ in table.tiles}
-    configs = [*table.candidates, *table.ranked.values(), *(entry[4] for entry in table.small_m)]
+    small_m = [*table.small_m, *table.small_m_h200]
+    configs = [*table.candidates, *table.ranked.values(), *(entry[4] for entry in small_m)]
     assert configs and all((m, n) in shapes and 1 <= split <= 4 for m, n, split in configs)
     assert len(table.candidates) == len(set(table.candidates)), "each candidate once"
 
@@ -31,8 +32,13 @@ def test_both_tables_rank_the_same_shapes():
 
 
 def test_hopper_small_m_ranges_are_within_9_to_128_tokens():
-    for _n, _k, min_m, max_m, _config in sm90_table().small_m:
+    table = sm90_table()
+    for _n, _k, min_m, max_m, _config in table.small_m:
         assert 9 <= min_m <= max_m <= 128
+    # On the H200, (7168, 256) takes the tiles from one token on (the decode kernel declines it).
+    assert table.small_m_h200
+    for n, k, min_m, max_m, _config in table.small_m_h200:
+        assert (9 if (n, k) != (7168, 256) else 1) <= min_m <= max_m <= 128
 
 
 @pytest.mark.parametrize(

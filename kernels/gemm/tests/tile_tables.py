@@ -29,6 +29,7 @@ SM90_ENTRIES = {
     "SM90_CONSTANT": ("name", "value"),
     "SM90_RANKED": ("m", "n", "k", "block_m", "block_n", "split"),
     "SM90_SMALL_M": ("n", "k", "min_m", "max_m", "block_m", "block_n", "split"),
+    "SM90_SMALL_M_H200": ("n", "k", "min_m", "max_m", "block_m", "block_n", "split"),
 }
 ROCM_ENTRIES = {
     "ROCM_CONSTANT": ("name", "value"),
@@ -91,10 +92,11 @@ class Sm90Table:
     constants: dict[str, int]
     ranked: dict[Shape, Config]  # measured best, on GPUs with constants["kTunedSms"] SMs
     small_m: list[tuple[int, int, int, int, Config]]  # (N, K, min M, max M, config), first match wins
+    small_m_h200: list[tuple[int, int, int, int, Config]]  # the same, consulted first on H200-class GPUs
 
 
 def sm90_table(path: Path = SM90_TABLE) -> Sm90Table:
-    table = Sm90Table([], [], {}, {}, [])
+    table = Sm90Table([], [], {}, {}, [], [])
     for entry in read_table(path, SM90_ENTRIES):
         f = entry.fields
         if entry.kind == "SM90_TILE":
@@ -106,7 +108,8 @@ def sm90_table(path: Path = SM90_TABLE) -> Sm90Table:
         elif entry.kind == "SM90_RANKED":
             table.ranked[_shape(entry)] = _config(entry)
         else:
-            table.small_m.append((int(f["n"]), int(f["k"]), int(f["min_m"]), int(f["max_m"]), _config(entry)))
+            small_m = table.small_m if entry.kind == "SM90_SMALL_M" else table.small_m_h200
+            small_m.append((int(f["n"]), int(f["k"]), int(f["min_m"]), int(f["max_m"]), _config(entry)))
     return table
 
 
