@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/zeros_like.h>
 
@@ -58,12 +59,15 @@ struct Routing {
   at::Tensor offsets, row_token, slot_row, active;
 };
 
-Routing route(const char* op, const at::Tensor& ids, int64_t experts) {
+int64_t routed_slots(const char* op, const at::Tensor& ids) {
   const int64_t slots = ids.size(0) * ids.size(1);
   TORCH_CHECK(slots < (int64_t(1) << 31), op, ": at most 2^31 - 1 (token, expert) pairs, got ", slots);
-  const auto i32 = at::TensorOptions().dtype(at::kInt).device(ids.device());
-  Routing r{at::empty({experts + 1}, i32), at::empty({slots}, i32), at::empty({slots}, i32),
-            at::empty({experts + 1}, i32)};
+  return slots;
+}
+
+// Writes the routing of ids into r (int32: offsets and active (experts + 1), row_token and slot_row
+// (tokens * top_k)).
+void run_route(const char* op, const at::Tensor& ids, int64_t experts, const Routing& r) {
   RouteArgs args;
   args.tokens = ids.size(0);
   args.top_k = int32_t(ids.size(1));
@@ -85,8 +89,48 @@ Routing route(const char* op, const at::Tensor& ids, int64_t experts) {
     check_status(op, fp8gemm::route_rocm(args, current_hip_stream(ids.device())));
 #endif
   }
+}
+
+Routing route(const char* op, const at::Tensor& ids, int64_t experts) {
+  const int64_t slots = routed_slots(op, ids);
+  const auto i32 = at::TensorOptions().dtype(at::kInt).device(ids.device());
+  Routing r{at::empty({experts + 1}, i32), at::empty({slots}, i32), at::empty({slots}, i32),
+            at::empty({experts + 1}, i32)};
+  run_route(op, ids, experts, r);
   return r;
 }
+
+// ---- one allocation for fp8_experts' intermediates ----
+
+// Tensors carved out of one allocation: one call to the allocator instead of one per tensor, and no
+// transposed views (host time, which an eager call waits for; DESIGN.md, "Mixtures of experts").
+// Each piece keeps the whole allocation alive.
+class Carving {
+ public:
+  // Reserves a piece of `elements` of `dtype`; returns its byte offset.
+  int64_t reserve(int64_t elements, at::ScalarType dtype) {
+    constexpr int64_t kAlign = 256;
+    const int64_t at = bytes_;
+    bytes_ += (elements * int64_t(c10::elementSize(dtype)) + kAlign - 1) / kAlign * kAlign;
+    return at;
+  }
+
+  void allocate(const at::Device& device) {
+    memory_ = at::empty({bytes_}, at::dtype(at::kByte).device(device));
+  }
+
+  at::Tensor piece(int64_t offset, at::ScalarType dtype, at::IntArrayRef sizes,
+                   at::IntArrayRef strides) const {
+    const at::Tensor keep = memory_;
+    return at::from_blob(
+        static_cast<uint8_t*>(memory_.data_ptr()) + offset, sizes, strides, [keep](void*) {},
+        memory_.options().dtype(dtype));
+  }
+
+ private:
+  int64_t bytes_ = 0;
+  at::Tensor memory_;
+};
 
 // ---- the grouped GEMM ----
 
@@ -433,19 +477,42 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   const int64_t tokens = x.size(0);
   if (tokens == 0 || top_k_index.size(1) == 0) return at::zeros_like(x);
 
-  const Routing r = route(op, top_k_index, experts);
-  const int64_t rows = r.row_token.size(0);
+  // One row per (token, expert) slot; the intermediates in one allocation.
+  const int64_t rows = routed_slots(op, top_k_index);
   const at::ScalarType fp8 = w_in.scalar_type();
-  at::Tensor h = at::empty({rows, n_in}, x.options().dtype(at::kBFloat16));
+  const int64_t kb_in = fp8gemm::ceil_div(hidden, fp8gemm::kScaleBlock),
+                kb_out = fp8gemm::ceil_div(inner, fp8gemm::kScaleBlock);
+  Carving carving;
+  const int64_t at_offsets = carving.reserve(experts + 1, at::kInt),
+                at_active = carving.reserve(experts + 1, at::kInt),
+                at_row_token = carving.reserve(rows, at::kInt), at_slot_row = carving.reserve(rows, at::kInt),
+                at_xq = carving.reserve(rows * hidden, fp8),
+                at_x_scale = carving.reserve(rows * kb_in, at::kFloat),
+                at_h = carving.reserve(rows * n_in, at::kBFloat16),
+                at_hq = carving.reserve(rows * inner, fp8),
+                at_h_scale = carving.reserve(rows * kb_out, at::kFloat),
+                at_y = carving.reserve(rows * hidden, at::kBFloat16);
+  carving.allocate(x.device());
+  const Routing r{carving.piece(at_offsets, at::kInt, {experts + 1}, {1}),
+                  carving.piece(at_row_token, at::kInt, {rows}, {1}),
+                  carving.piece(at_slot_row, at::kInt, {rows}, {1}),
+                  carving.piece(at_active, at::kInt, {experts + 1}, {1})};
+  run_route(op, top_k_index, experts, r);
+  at::Tensor h = carving.piece(at_h, at::kBFloat16, {rows, n_in}, {n_in, 1});
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
   g1.active = r.active.data_ptr<int32_t>();
   // The quantization gathers the token rows into expert order (Hopper's tiles read A as it lies).
-  const auto [xq, x_scale] = quantize_rows(x, fp8, false, r.row_token);
+  // Quantized rows as the GEMMs read them: K contiguous, the scales M-contiguous.
+  const at::Tensor xq = carving.piece(at_xq, fp8, {rows, hidden}, {hidden, 1}),
+                   x_scale = carving.piece(at_x_scale, at::kFloat, {rows, kb_in}, {1, rows});
+  quantize_rows_into(x, fp8, false, r.row_token, xq, x_scale);
   run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
 
-  const auto [hq, h_scale] = gated ? quantize(h, fp8, true) : quantize(at::silu(h), fp8, false);
-  at::Tensor y = at::empty({rows, hidden}, x.options().dtype(at::kBFloat16));
+  const at::Tensor hq = carving.piece(at_hq, fp8, {rows, inner}, {inner, 1}),
+                   h_scale = carving.piece(at_h_scale, at::kFloat, {rows, kb_out}, {1, rows});
+  quantize_rows_into(gated ? h : at::silu(h), fp8, gated, at::Tensor(), hq, h_scale);
+  at::Tensor y = carving.piece(at_y, at::kBFloat16, {rows, hidden}, {hidden, 1});
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
   g2.active = r.active.data_ptr<int32_t>();

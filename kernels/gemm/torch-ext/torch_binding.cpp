@@ -428,8 +428,8 @@ std::vector<int64_t> linear_output_sizes(const at::Tensor& x, int64_t N) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul,
-                                                 const at::Tensor& x_row) {
+void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& x_row,
+                        const at::Tensor& q, const at::Tensor& scale) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
@@ -439,22 +439,34 @@ std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x, at::Scalar
     TORCH_CHECK(x_row.scalar_type() == at::kInt && x_row.dim() == 1 && x_row.is_contiguous() &&
                     x_row.device() == x.device(),
                 op, ": the row gather must be contiguous int32 on x's device");
-  auto [q, scale] = empty_quantized(x_row.defined() ? x_row.size(0) : x.size(0), columns, dtype, x.device());
+  const int64_t rows = x_row.defined() ? x_row.size(0) : x.size(0);
+  TORCH_CHECK(q.scalar_type() == dtype && q.dim() == 2 && q.size(0) == rows && q.size(1) == columns &&
+                  (columns <= 1 || q.stride(1) == 1) && q.device() == x.device(),
+              op, ": q must be (", rows, ", ", columns, ") ", dtype, " with contiguous rows on x's device");
+  TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.dim() == 2 && scale.size(0) == rows &&
+                  scale.size(1) == fp8gemm::ceil_div(columns, fp8gemm::kScaleBlock) &&
+                  scale.device() == x.device(),
+              op, ": scale must be float32 (", rows, ", ", fp8gemm::ceil_div(columns, fp8gemm::kScaleBlock),
+              ") on x's device");
   const OnDevice on(op, x.device());
   QuantizedRows to;
-  to.M = q.size(0);
-  to.K = q.size(1);
+  to.M = rows;
+  to.K = columns;
   to.q = static_cast<uint8_t*>(q.data_ptr());
   to.q_stride_m = q.stride(0);
   to.scale = scale.data_ptr<float>();
   to.scale_stride_m = scale.stride(0);
   to.scale_stride_kb = scale.stride(1);
   run_quantize(op, x, silu_and_mul, format, to, x_row);
-  return {q, scale};
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
-  return quantize_rows(x, dtype, silu_and_mul, at::Tensor());
+  const char* op = quantize_op_name(silu_and_mul);
+  TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
+  const int64_t columns = quantized_columns(op, x, silu_and_mul);
+  auto [q, scale] = empty_quantized(x.size(0), columns, dtype, x.device());
+  quantize_rows_into(x, dtype, silu_and_mul, at::Tensor(), q, scale);
+  return {q, scale};
 }
 
 void silu_and_mul(at::Tensor& out, const at::Tensor& x) {

@@ -29,10 +29,11 @@ void force_tile_config(int64_t block_m, int64_t block_n, int64_t split);
 // silu(x[:, :K]) * x[:, K:] is quantized. Rounding: gemm_common/fp8_quantize.h.
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul);
 
-// quantize with a gather when x_row (int32 (R,)) is defined: row m of q quantizes x's row x_row[m] (an
+// quantize into q (M, K) FP8 with contiguous rows and scale (M, ceil(K/128)) float32, any strides,
+// given by the caller; with x_row (int32 (M,)) defined, row m of q quantizes x's row x_row[m] (an
 // entry outside x's rows gives a row of zeros).
-std::tuple<at::Tensor, at::Tensor> quantize_rows(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul,
-                                                 const at::Tensor& x_row);
+void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& x_row,
+                        const at::Tensor& q, const at::Tensor& scale);
 
 // out = silu(x[..., :d]) * x[..., d:] in x's dtype.
 void silu_and_mul(at::Tensor& out, const at::Tensor& x);
