@@ -128,15 +128,21 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
 // M >= 1.5 N, slower on the other 13.
 inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
 
-// hbm3e: an H200-class GPU (DeviceInfo), whose SM90_SMALL_M_H200 entries come first.
+// The SM90_SMALL_M_H200 entry for the problem, or nullptr. Where one covers M <= 8 the decode
+// kernel declines the problem (decode_takes) and the tiles take it.
+inline const TunedSmallM* h200_small_m(int64_t M, int64_t N, int64_t K) {
+  for (const TunedSmallM& t : kTunedSmallMH200)
+    if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return &t;
+  return nullptr;
+}
+
+// h200_class: an H200-class GPU (DeviceInfo), whose SM90_SMALL_M_H200 entries come first.
 inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clusters)[kMaxSplit + 1],
-                              bool hbm3e) {
+                              bool h200_class) {
   if (clusters[1] == kTunedSms) {
     for (const TunedShape& t : kTuned)
       if (t.M == M && t.N == N && t.K == K) return t.config;
-    if (hbm3e)
-      for (const TunedSmallM& t : kTunedSmallMH200)
-        if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return t.config;
+    if (const TunedSmallM* t = h200_class ? h200_small_m(M, N, K) : nullptr) return t->config;
     for (const TunedSmallM& t : kTunedSmallM)
       if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return t.config;
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gemm_common/scale_block.h"
+#include "gemm_sm90/sm90_config.h"
 #include "gemm_sm90/sm90_decode.cuh"
 #include "gemm_sm90/sm90_decode.h"
 #include "gemm_sm90/sm90_launch.h"
@@ -26,7 +27,7 @@ struct DecodeTuned {
   int64_t N, K, max_m;
   DecodeConfig config;
 };
-constexpr int kTunedSms = 132;
+// kTunedSms (sm90_config.h, from tile_configs.def): the H100's 132 SMs, as for the tile tables.
 constexpr DecodeTuned kDecodeTuned[] = {
     {7168, 2048, 8, {1, 1, 4, 1}}, {4608, 7168, 8, {1, 1, 8, 1}}, {1536, 7168, 8, {2, 1, 8, 4}},
     {576, 7168, 8, {1, 1, 8, 8}},  {3072, 1536, 8, {1, 1, 8, 1}}, {4096, 512, 8, {1, 1, 4, 1}},
@@ -39,20 +40,11 @@ const DecodeTuned* tuned(int64_t N, int64_t K) {
   return nullptr;
 }
 
-// On an H200 the wgmma tiles (SM90_SMALL_M_H200) beat the decode kernel on (7168, 256) from one
-// token on (DESIGN.md, "Small M on the H200").
-constexpr int64_t kTilesOnH200[][2] = {{7168, 256}};
-
-bool tiles_on_h200(int64_t N, int64_t K) {
-  for (const auto& nk : kTilesOnH200)
-    if (nk[0] == N && nk[1] == K) return true;
-  return false;
-}
-
 // Other shapes: the decode kernel for up to 8 tokens, and up to 32 where N is narrow (the wgmma
 // tiles then leave SMs idle), when K has 4 blocks or more to split.
-bool decode_wins(int64_t M, int64_t N, int64_t K, int num_sms, bool hbm3e) {
-  if (num_sms == kTunedSms && hbm3e && tiles_on_h200(N, K)) return false;
+bool decode_wins(int64_t M, int64_t N, int64_t K, int num_sms, bool h200_class) {
+  // An H200 entry that covers M: measured faster than this kernel there (DESIGN.md, "Small M on the H200").
+  if (num_sms == kTunedSms && h200_class && h200_small_m(M, N, K) != nullptr) return false;
   if (const DecodeTuned* t = num_sms == kTunedSms ? tuned(N, K) : nullptr) return M <= t->max_m;
   return ceil_div(K, decode::kBlockK) >= 4 && (M <= 8 || (M <= 32 && N <= 2048));
 }
@@ -113,10 +105,10 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
 
 }  // namespace
 
-bool decode_takes(const GemmArgs& g, int num_sms, bool hbm3e) {
+bool decode_takes(const GemmArgs& g, int num_sms, bool h200_class) {
   constexpr int64_t kMaxN = int64_t(65535) * 16, kMaxK = int64_t(1) << 30;  // grid y, int indexing
   return g.format == Fp8Format::E4M3FN && g.M >= 1 && g.N >= 1 && g.N <= kMaxN && g.K >= 1 && g.K < kMaxK &&
-         decode_wins(g.M, g.N, g.K, num_sms, hbm3e) && !decode_switched_off() &&
+         decode_wins(g.M, g.N, g.K, num_sms, h200_class) && !decode_switched_off() &&
          rows_16(g.a, g.a_stride_m, g.a_stride_k, g.M, g.K) &&
          rows_16(g.b, g.b_stride_n, g.b_stride_k, g.N, g.K);
 }

@@ -21,11 +21,12 @@ struct DecodeConfig {
   int cluster = 1;
 };
 
-// Whether the decode kernel takes the problem on a GPU with num_sms SMs (hbm3e: an H200-class
-// GPU, DeviceInfo): e4m3fn, M small enough for it to win (measured per (N, K) on 132-SM H100s and
-// H200s, a rule elsewhere), A and B K-contiguous in 16-byte aligned rows, and not switched off
-// (environment GEMM_FORCE_NO_DECODE=1, read once).
-bool decode_takes(const GemmArgs& g, int num_sms, bool hbm3e);
+// Whether the decode kernel takes the problem on a GPU with num_sms SMs (h200_class: an H200-class
+// GPU, DeviceInfo): e4m3fn, M small enough for it to win (measured per (N, K) on 132-SM H100s, a
+// rule elsewhere; declined on an H200-class GPU where an SM90_SMALL_M_H200 entry covers M), A and
+// B K-contiguous in 16-byte aligned rows, and not switched off (environment
+// GEMM_FORCE_NO_DECODE=1, read once).
+bool decode_takes(const GemmArgs& g, int num_sms, bool h200_class);
 
 // The configuration for a problem size on a GPU with num_sms SMs.
 DecodeConfig choose_decode_config(int64_t M, int64_t N, int64_t K, int num_sms);

@@ -91,7 +91,7 @@ const DeviceInfo* device_info(int device) {
     infos[device].num_sms = sms;
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-      infos[device].hbm3e = prop.totalGlobalMem > (size_t(100) << 30);
+      infos[device].h200_class = prop.totalGlobalMem > (size_t(100) << 30);
     } else {
       cudaGetLastError();
     }
@@ -252,8 +252,8 @@ size_t workspace_bytes(const GemmArgs& g) {
   int device = 0;
   const DeviceInfo* info = current_device(&device);
   const int num_sms = info != nullptr ? info->num_sms : 0;
-  const bool hbm3e = info != nullptr && info->hbm3e;
-  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g, num_sms, hbm3e))
+  const bool h200_class = info != nullptr && info->h200_class;
+  if (g.format != Fp8Format::E4M3FN || g.K == 0 || decode_takes(g, num_sms, h200_class))
     return 0;  // declined, or no copies
   return make_plan(g, choose_config(g.M, g.N, g.K)).workspace;
 }
@@ -277,7 +277,7 @@ TileConfig choose_config(int64_t M, int64_t N, int64_t K) {
   thread_local Remembered<4, TileConfig, 64> picked;
   const decltype(picked)::Key key = {uint64_t(M), uint64_t(N), uint64_t(K), uint64_t(device)};
   if (const TileConfig* known = picked.find(key)) return *known;
-  const TileConfig config = pick_config(M, N, K, cluster_counts(device, info->num_sms), info->hbm3e);
+  const TileConfig config = pick_config(M, N, K, cluster_counts(device, info->num_sms), info->h200_class);
   picked.keep(key, config);
   return config;
 }
@@ -389,7 +389,7 @@ Status try_gemm(const GemmArgs& g, void* workspace, size_t workspace_size, cudaS
   const DeviceInfo* info = current_device(&device);
   if (info == nullptr || !info->is_sm90) return kOk;
   // Small M: the weight-streaming kernel (sm90_decode.cuh).
-  if (decode_takes(g, info->num_sms, info->hbm3e)) {
+  if (decode_takes(g, info->num_sms, info->h200_class)) {
     *handled = true;
     return run_decode(g, choose_decode_config(g.M, g.N, g.K, info->num_sms), stream);
   }

@@ -19,7 +19,7 @@ constexpr int kMaxDevices = 64;
 struct DeviceInfo {
   bool is_sm90 = false;
   int num_sms = 0;
-  bool hbm3e = false;  // more than 100 GiB of memory: an H200-class GPU (SM90_SMALL_M_H200)
+  bool h200_class = false;  // more than 100 GiB of memory (HBM3e: H200, GH200): SM90_SMALL_M_H200
 };
 const DeviceInfo* device_info(int device);
 

@@ -90,6 +90,11 @@ def test_quantize_bad_input(kernel, device):
         kernel.ops.quantize(torch.zeros(2, 2, device=device), torch.float16, False)
     with pytest.raises(RuntimeError, match="even number of columns"):
         kernel.silu_and_mul_quantize(torch.zeros(2, 3, device=device))
+    # The dtypes are checked before the shape (and before anything is allocated).
+    with pytest.raises(RuntimeError, match="x must be bfloat16, float16 or float32"):
+        kernel.ops.quantize(torch.zeros(4, dtype=torch.int32, device=device), torch.float8_e4m3fn, False)
+    with pytest.raises(RuntimeError, match="dtype must be float8_e4m3fn or float8_e4m3fnuz"):
+        kernel.ops.quantize(torch.zeros(4, device=device), torch.float32, True)
 
 
 @pytest.mark.parametrize("fp8", FP8_DTYPES, ids=str)

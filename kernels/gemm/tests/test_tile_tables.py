@@ -31,14 +31,15 @@ def test_both_tables_rank_the_same_shapes():
     assert sm90_table().constants == {"kTunedSms": 132}
 
 
-def test_hopper_small_m_ranges_are_within_9_to_128_tokens():
+def test_hopper_small_m_ranges_are_within_the_tokens_they_serve():
+    """SM90_SMALL_M: 9-128 tokens, where the decode kernel declines; SM90_SMALL_M_H200 may start
+    at one token (it then takes those from the decode kernel)."""
     table = sm90_table()
+    assert table.small_m and table.small_m_h200
     for _n, _k, min_m, max_m, _config in table.small_m:
         assert 9 <= min_m <= max_m <= 128
-    # On the H200, (7168, 256) takes the tiles from one token on (the decode kernel declines it).
-    assert table.small_m_h200
-    for n, k, min_m, max_m, _config in table.small_m_h200:
-        assert (9 if (n, k) != (7168, 256) else 1) <= min_m <= max_m <= 128
+    for _n, _k, min_m, max_m, _config in table.small_m_h200:
+        assert 1 <= min_m <= max_m <= 128
 
 
 @pytest.mark.parametrize(

@@ -119,12 +119,17 @@ class Carving {
     memory_ = at::empty({bytes_}, at::dtype(at::kByte).device(device));
   }
 
+  // A tensor over the piece reserved at `offset` (its device named: no pointer query).
   at::Tensor piece(int64_t offset, at::ScalarType dtype, at::IntArrayRef sizes,
                    at::IntArrayRef strides) const {
+    int64_t last = 0;  // the farthest element from the first
+    for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+    TORCH_INTERNAL_ASSERT(offset + (last + 1) * int64_t(c10::elementSize(dtype)) <= bytes_,
+                          "Carving: a piece reaches past the reserved bytes");
     const at::Tensor keep = memory_;
     return at::from_blob(
         static_cast<uint8_t*>(memory_.data_ptr()) + offset, sizes, strides, [keep](void*) {},
-        memory_.options().dtype(dtype));
+        memory_.options().dtype(dtype), memory_.device());
   }
 
  private:

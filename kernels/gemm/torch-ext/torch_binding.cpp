@@ -442,12 +442,13 @@ void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and
   const int64_t rows = x_row.defined() ? x_row.size(0) : x.size(0);
   TORCH_CHECK(q.scalar_type() == dtype && q.dim() == 2 && q.size(0) == rows && q.size(1) == columns &&
                   (columns <= 1 || q.stride(1) == 1) && q.device() == x.device(),
-              op, ": q must be (", rows, ", ", columns, ") ", dtype, " with contiguous rows on x's device");
+              op, ": q must be (", rows, ", ", columns, ") ", dtype, " with contiguous rows on ", x.device(),
+              ", got ", q.sizes(), " ", q.scalar_type(), " with strides ", q.strides(), " on ", q.device());
+  const int64_t k_blocks = fp8gemm::ceil_div(columns, fp8gemm::kScaleBlock);
   TORCH_CHECK(scale.scalar_type() == at::kFloat && scale.dim() == 2 && scale.size(0) == rows &&
-                  scale.size(1) == fp8gemm::ceil_div(columns, fp8gemm::kScaleBlock) &&
-                  scale.device() == x.device(),
-              op, ": scale must be float32 (", rows, ", ", fp8gemm::ceil_div(columns, fp8gemm::kScaleBlock),
-              ") on x's device");
+                  scale.size(1) == k_blocks && scale.device() == x.device(),
+              op, ": scale must be float32 (", rows, ", ", k_blocks, ") on ", x.device(), ", got ",
+              scale.sizes(), " ", scale.scalar_type(), " on ", scale.device());
   const OnDevice on(op, x.device());
   QuantizedRows to;
   to.M = rows;
@@ -463,6 +464,8 @@ void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
+  input_type(op, x);
+  fp8_format(op, dtype);
   const int64_t columns = quantized_columns(op, x, silu_and_mul);
   auto [q, scale] = empty_quantized(x.size(0), columns, dtype, x.device());
   quantize_rows_into(x, dtype, silu_and_mul, at::Tensor(), q, scale);
