@@ -2,6 +2,7 @@
 // The Hopper path's choice of tile configuration: the tables of tile_configs.def (the
 // candidates, the measured best for the ranked DeepSeek shapes and for small M) and a cost model
 // that ranks the candidates for any other shape (DESIGN.md, "Cost model").
+#include <cstddef>
 #include <cstdint>
 
 #include "gemm_sm90/sm90_gemm.h"
@@ -128,12 +129,19 @@ inline double estimate_us(const TileConfig& c, int64_t M, int64_t N, int64_t K,
 // M >= 1.5 N, slower on the other 13.
 inline bool transpose_a_in_kernel(int64_t M, int64_t N) { return N <= 1536 && 2 * M >= 3 * N; }
 
+// The first entry of a small-M table for the problem, or nullptr.
+template <size_t kEntries>
+constexpr const TunedSmallM* find_small_m(const TunedSmallM (&table)[kEntries], int64_t M, int64_t N,
+                                          int64_t K) {
+  for (const TunedSmallM& t : table)
+    if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return &t;
+  return nullptr;
+}
+
 // The SM90_SMALL_M_H200 entry for the problem, or nullptr. Where one covers M <= 8 the decode
 // kernel declines the problem (decode_takes) and the tiles take it.
 inline const TunedSmallM* h200_small_m(int64_t M, int64_t N, int64_t K) {
-  for (const TunedSmallM& t : kTunedSmallMH200)
-    if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return &t;
-  return nullptr;
+  return find_small_m(kTunedSmallMH200, M, N, K);
 }
 
 // h200_class: an H200-class GPU (DeviceInfo), whose SM90_SMALL_M_H200 entries come first.
@@ -143,8 +151,7 @@ inline TileConfig pick_config(int64_t M, int64_t N, int64_t K, const int (&clust
     for (const TunedShape& t : kTuned)
       if (t.M == M && t.N == N && t.K == K) return t.config;
     if (const TunedSmallM* t = h200_class ? h200_small_m(M, N, K) : nullptr) return t->config;
-    for (const TunedSmallM& t : kTunedSmallM)
-      if (t.N == N && t.K == K && M >= t.min_m && M <= t.max_m) return t.config;
+    if (const TunedSmallM* t = find_small_m(kTunedSmallM, M, N, K)) return t->config;
   }
   TileConfig best = kCandidates[0];
   double best_us = estimate_us(best, M, N, K, clusters);

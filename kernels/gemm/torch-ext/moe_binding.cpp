@@ -5,13 +5,13 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/zeros_like.h>
 
 #include <algorithm>
 
 #include "binding_common.h"
+#include "carving.h"
 #include "gemm_common/launchers.h"
 #include "gemm_common/moe_args.h"
 #include "torch_binding.h"
@@ -32,6 +32,7 @@ using fp8gemm::RouteArgs;
 
 constexpr int64_t kMaxExperts = 4096;
 
+using binding::Carving;
 using binding::check_status;
 using binding::float_type;
 using binding::is_fp8;
@@ -99,43 +100,6 @@ Routing route(const char* op, const at::Tensor& ids, int64_t experts) {
   run_route(op, ids, experts, r);
   return r;
 }
-
-// ---- one allocation for fp8_experts' intermediates ----
-
-// Tensors carved out of one allocation: one call to the allocator instead of one per tensor, and no
-// transposed views (host time, which an eager call waits for; DESIGN.md, "Mixtures of experts").
-// Each piece keeps the whole allocation alive.
-class Carving {
- public:
-  // Reserves a piece of `elements` of `dtype`; returns its byte offset.
-  int64_t reserve(int64_t elements, at::ScalarType dtype) {
-    constexpr int64_t kAlign = 256;
-    const int64_t at = bytes_;
-    bytes_ += (elements * int64_t(c10::elementSize(dtype)) + kAlign - 1) / kAlign * kAlign;
-    return at;
-  }
-
-  void allocate(const at::Device& device) {
-    memory_ = at::empty({bytes_}, at::dtype(at::kByte).device(device));
-  }
-
-  // A tensor over the piece reserved at `offset` (its device named: no pointer query).
-  at::Tensor piece(int64_t offset, at::ScalarType dtype, at::IntArrayRef sizes,
-                   at::IntArrayRef strides) const {
-    int64_t last = 0;  // the farthest element from the first
-    for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
-    TORCH_INTERNAL_ASSERT(offset + (last + 1) * int64_t(c10::elementSize(dtype)) <= bytes_,
-                          "Carving: a piece reaches past the reserved bytes");
-    const at::Tensor keep = memory_;
-    return at::from_blob(
-        static_cast<uint8_t*>(memory_.data_ptr()) + offset, sizes, strides, [keep](void*) {},
-        memory_.options().dtype(dtype), memory_.device());
-  }
-
- private:
-  int64_t bytes_ = 0;
-  at::Tensor memory_;
-};
 
 // ---- the grouped GEMM ----
 

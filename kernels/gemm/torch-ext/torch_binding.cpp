@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "binding_common.h"
+#include "carving.h"
 #include "gemm_common/fp8_quantize.h"
 #include "gemm_common/gemm_args.h"
 #include "gemm_common/launchers.h"
@@ -316,20 +317,31 @@ std::tuple<at::Tensor, at::Tensor> empty_quantized(int64_t M, int64_t K, at::Sca
 // The same layout in one allocation, for fp8_linear, which hands the two to the GEMM only: one
 // allocation less per call (host time). The returned tensor owns the memory `rows` points into.
 at::Tensor empty_quantized_rows(int64_t M, int64_t K, const at::Device& device, QuantizedRows* rows) {
-  constexpr int64_t kAlign = 256;
-  const int64_t q_bytes = (M * K + kAlign - 1) / kAlign * kAlign;
-  const int64_t scale_count = fp8gemm::ceil_div(K, fp8gemm::kScaleBlock) * M;
-  at::Tensor buffer =
-      at::empty({q_bytes + scale_count * int64_t(sizeof(float))}, at::dtype(at::kByte).device(device));
-  uint8_t* base = buffer.data_ptr<uint8_t>();
+  binding::Carving carving;
+  const int64_t at_q = carving.reserve(M * K, at::kByte),
+                at_scale = carving.reserve(fp8gemm::ceil_div(K, fp8gemm::kScaleBlock) * M, at::kFloat);
+  const at::Tensor memory = carving.allocate(device);
   rows->M = M;
   rows->K = K;
-  rows->q = base;
+  rows->q = carving.pointer<uint8_t>(at_q);
   rows->q_stride_m = K;
-  rows->scale = reinterpret_cast<float*>(base + q_bytes);
+  rows->scale = carving.pointer<float>(at_scale);
   rows->scale_stride_m = 1;
   rows->scale_stride_kb = M;
-  return buffer;
+  return memory;
+}
+
+// Where q (M, K) with contiguous rows and its scales (M, kb) are, as QuantizedRows.
+QuantizedRows quantized_rows(const at::Tensor& q, const at::Tensor& scale) {
+  QuantizedRows to;
+  to.M = q.size(0);
+  to.K = q.size(1);
+  to.q = static_cast<uint8_t*>(q.data_ptr());
+  to.q_stride_m = q.stride(0);
+  to.scale = scale.data_ptr<float>();
+  to.scale_stride_m = scale.stride(0);
+  to.scale_stride_kb = scale.stride(1);
+  return to;
 }
 
 // Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`; with x_row (int32,
@@ -426,10 +438,15 @@ std::vector<int64_t> linear_output_sizes(const at::Tensor& x, int64_t N) {
   return sizes;
 }
 
-}  // namespace
+struct QuantizeInput {
+  const char* op;
+  fp8gemm::Fp8Format format;
+  int64_t rows, columns;  // of what x quantizes to
+};
 
-void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& x_row,
-                        const at::Tensor& q, const at::Tensor& scale) {
+// The checks of quantize's inputs, the dtypes first (before anything is allocated).
+QuantizeInput check_quantize_input(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul,
+                                   const at::Tensor& x_row) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
@@ -439,7 +456,14 @@ void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and
     TORCH_CHECK(x_row.scalar_type() == at::kInt && x_row.dim() == 1 && x_row.is_contiguous() &&
                     x_row.device() == x.device(),
                 op, ": the row gather must be contiguous int32 on x's device");
-  const int64_t rows = x_row.defined() ? x_row.size(0) : x.size(0);
+  return {op, format, x_row.defined() ? x_row.size(0) : x.size(0), columns};
+}
+
+}  // namespace
+
+void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& x_row,
+                        const at::Tensor& q, const at::Tensor& scale) {
+  const auto [op, format, rows, columns] = check_quantize_input(x, dtype, silu_and_mul, x_row);
   TORCH_CHECK(q.scalar_type() == dtype && q.dim() == 2 && q.size(0) == rows && q.size(1) == columns &&
                   (columns <= 1 || q.stride(1) == 1) && q.device() == x.device(),
               op, ": q must be (", rows, ", ", columns, ") ", dtype, " with contiguous rows on ", x.device(),
@@ -450,25 +474,14 @@ void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and
               op, ": scale must be float32 (", rows, ", ", k_blocks, ") on ", x.device(), ", got ",
               scale.sizes(), " ", scale.scalar_type(), " on ", scale.device());
   const OnDevice on(op, x.device());
-  QuantizedRows to;
-  to.M = rows;
-  to.K = columns;
-  to.q = static_cast<uint8_t*>(q.data_ptr());
-  to.q_stride_m = q.stride(0);
-  to.scale = scale.data_ptr<float>();
-  to.scale_stride_m = scale.stride(0);
-  to.scale_stride_kb = scale.stride(1);
-  run_quantize(op, x, silu_and_mul, format, to, x_row);
+  run_quantize(op, x, silu_and_mul, format, quantized_rows(q, scale), x_row);
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
-  const char* op = quantize_op_name(silu_and_mul);
-  TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
-  input_type(op, x);
-  fp8_format(op, dtype);
-  const int64_t columns = quantized_columns(op, x, silu_and_mul);
-  auto [q, scale] = empty_quantized(x.size(0), columns, dtype, x.device());
-  quantize_rows_into(x, dtype, silu_and_mul, at::Tensor(), q, scale);
+  const auto [op, format, rows, columns] = check_quantize_input(x, dtype, silu_and_mul, at::Tensor());
+  auto [q, scale] = empty_quantized(rows, columns, dtype, x.device());
+  const OnDevice on(op, x.device());
+  run_quantize(op, x, silu_and_mul, format, quantized_rows(q, scale));
   return {q, scale};
 }
 
