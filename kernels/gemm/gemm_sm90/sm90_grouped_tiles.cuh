@@ -12,6 +12,10 @@
 // no host synchronization, so the launch can be captured in a CUDA graph and replayed with other
 // routings; an expert without rows has no tiles and costs nothing.
 //
+// Which M-tiles a launch takes (TilePart): every BM-row tile of each expert, or, with many rows per
+// expert, two launches: 128-row tiles for each expert's rows but a remainder of 64 rows or fewer, then
+// 64-row tiles for those remainders, so that such a remainder costs half a 128-row tile's MMAs.
+//
 // A M-tile's BM rows are loaded by TMA from its first row on: the rows past the expert's last are
 // the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
 // (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e. The scales are
@@ -23,14 +27,35 @@
 
 namespace fp8gemm::sm90::grouped_tiles {
 
+enum TilePart : int {
+  kEveryTile = 0,      // ceil(rows / BM) tiles from the expert's first row
+  kHeadTiles = 1,      // BM = 128: rows / 128 tiles, one more for a remainder of 65-127 rows
+  kRemainderTile = 2,  // BM = 64: one tile for a remainder of 1-64 rows past the 128-row tiles
+};
+
 struct TilesParams {
   KernelParams p;              // N, K, num_kb, tiles_n, the scales, out; M = rows of A and out
   const int32_t* expert_rows;  // offsets (E + 1), or counts (E) when masked
   int experts;
   int masked;
   int capacity;  // masked only
+  int part;      // TilePart
   int64_t sb_e;  // B scales of expert e: p.b_scale + e * sb_e
 };
+
+// An expert's M-tiles under q.part, given its row count; *skip: rows before its first tile.
+template <int BM>
+__device__ __forceinline__ int part_tiles(const TilesParams& q, int count, int* skip) {
+  constexpr int kHead = 128, kRemainderMax = 64;
+  const int remainder = count % kHead;
+  *skip = 0;
+  if (q.part == kHeadTiles) return count / kHead + (remainder > kRemainderMax ? 1 : 0);
+  if (q.part == kRemainderTile) {
+    *skip = count - remainder;
+    return remainder > 0 && remainder <= kRemainderMax ? 1 : 0;
+  }
+  return (count + BM - 1) / BM;
+}
 
 // Expert e's rows: [*first, *first + count), clamped to the rows the layout holds.
 __device__ __forceinline__ int expert_rows(const TilesParams& q, int e, int* first) {
@@ -59,7 +84,8 @@ struct ExpertCursor {
       const int mine = e + lane;
       int first = 0;
       const int count = mine < q.experts ? expert_rows(q, mine, &first) : 0;
-      const int tiles = (count + BM - 1) / BM;
+      int skip = 0;
+      const int tiles = part_tiles<BM>(q, count, &skip);
       int inclusive = tiles;
 #pragma unroll
       for (int d = 1; d < 32; d *= 2) {
@@ -69,14 +95,13 @@ struct ExpertCursor {
       const unsigned past = __ballot_sync(0xffffffffu, tiles_before + inclusive > gm);
       if (past != 0) {
         const int owner = __ffs(past) - 1;
-        const int owner_first = __shfl_sync(0xffffffffu, first, owner);
-        const int owner_count = __shfl_sync(0xffffffffu, count, owner);
+        const int owner_start = __shfl_sync(0xffffffffu, first + skip, owner);
         const int owner_before = tiles_before + __shfl_sync(0xffffffffu, inclusive - tiles, owner);
         e += owner;
         tiles_before = owner_before;
         *expert = e;
-        *row0 = owner_first + (gm - owner_before) * BM;
-        *row_end = owner_first + owner_count;
+        *row0 = owner_start + (gm - owner_before) * BM;
+        *row_end = __shfl_sync(0xffffffffu, first + count, owner);
         return true;
       }
       tiles_before += __shfl_sync(0xffffffffu, inclusive, 31);

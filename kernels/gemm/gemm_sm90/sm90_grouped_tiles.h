@@ -13,8 +13,13 @@ namespace fp8gemm::sm90 {
 // bf16 out. The scales may have any strides.
 bool grouped_tiles_take(const GroupedGemmArgs& g);
 
-// Queues the grouped GEMM on BM-row tiles (64 or 128).
-Status launch_grouped_tiles(const GroupedGemmArgs& g, int block_m, cudaStream_t stream);
+enum class TileHeights {
+  k64,              // 64-row tiles
+  k128Then64Tails,  // 128-row tiles, then 64-row tiles for each expert's last 1-64 rows (two launches)
+};
+
+// Queues the grouped GEMM on tiles of those heights.
+Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaStream_t stream);
 
 }  // namespace fp8gemm::sm90
 

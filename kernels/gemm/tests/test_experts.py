@@ -181,8 +181,12 @@ def test_grouped_contiguous_matches_dense_per_expert(kernel, device, fp8_dtype, 
 @pytest.mark.parametrize(
     "n,k,counts",
     [
-        (384, 512, [70, 0, 130, 9, 195]),  # 64-row tiles, partial ones, an expert without rows
-        (200, 256, [300, 0, 140, 128]),  # 128-row tiles; N not a multiple of the 128-column tile
+        (384, 512, [20, 0, 50, 9, 3]),  # 64-row tiles, partial ones (also in N), an expert without rows
+        (384, 512, [70, 0, 130, 9, 195]),  # 128-row tiles and 64-row remainders (9 and 70 rows: one tile)
+        (200, 256, [300, 0, 140, 128]),  # N not a multiple of the tiles' columns
+        # 128-row tiles, each expert's last 1-64 rows on 64-row tiles: remainders of 44, 72 (a 128-row
+        # tile), 12, none, 64 and 1 rows (the last two without a 128-row tile), 74
+        (256, 256, [300, 0, 200, 140, 128, 64, 1, 330]),
     ],
 )
 def test_grouped_contiguous_on_tiles_matches_dense_per_expert(kernel, device, fp8_dtype, rng, path, n, k, counts):
@@ -222,7 +226,11 @@ def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize(
     "capacity,n,k,counts,scales",
-    [(40, 256, 384, [0, 40, 9, 100], "m-contiguous"), (9, 128, 256, [0, 9, 2, 20], "row-major")],
+    [
+        (40, 256, 384, [0, 40, 9, 100], "m-contiguous"),
+        (9, 128, 256, [0, 9, 2, 20], "row-major"),
+        (200, 128, 256, [0, 200, 130, 64, 250], "m-contiguous"),  # 128-row tiles and 64-row remainders
+    ],
 )
 def test_grouped_masked_writes_only_the_counted_rows(
     kernel, device, fp8_dtype, rng, path, capacity, n, k, counts, scales
