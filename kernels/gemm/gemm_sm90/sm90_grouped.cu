@@ -19,8 +19,8 @@ namespace {
 using grouped::GroupedParams;
 
 // Rows per expert from which the tiles are 128 rows high, each expert's last 1-64 rows on 64-row
-// tiles (64-row tiles only below). From 64 rather than 128: 0.74-0.88x the time at 64-96 rows per
-// expert for DeepSeek-V3's experts on the H200, unchanged from 128 on.
+// tiles (64-row tiles only below). From 64 rather than 128, where the 64-row tiles were the cost:
+// DeepSeek-V3's experts at 64-96 rows per expert took 0.74-0.92x the time on the H200 (DESIGN.md).
 constexpr int64_t kTileRowsFor128 = 64;
 
 // K-contiguous rows, 16-byte aligned, 16-byte multiples apart: the kernel's 16-byte loads.

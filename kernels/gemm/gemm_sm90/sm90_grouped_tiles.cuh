@@ -141,7 +141,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     tma_prefetch_desc(&map_b);
   }
   __syncthreads();
-  // Launched programmatically behind the quantization of A: the routing and A are ready after this.
+  // Launched programmatically behind the quantization of A (the remainders' launch behind the 128-row
+  // tiles' one, which waited for it): the routing and A are ready after this.
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   ExpertCursor<BM> cursor;

@@ -15,24 +15,29 @@ from torch.profiler import ProfilerActivity, profile
 
 BLOCK = 128
 TILES_KERNEL = "fp8_grouped_tiles_kernel"
+STREAMING_KERNEL = "fp8_grouped_kernel"
 
 
 def on_hopper(device) -> bool:
     return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device) == (9, 0)
 
 
-def gpu_kernels_run(fn) -> str:
-    """The names of the GPU kernels fn launches, joined by newlines."""
+def gpu_kernels_run(fn) -> list[str]:
+    """The names of the GPU kernels fn launches."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return "\n".join(e.name for e in prof.events() if e.device_type == DeviceType.CUDA)
+    return [e.name for e in prof.events() if e.device_type == DeviceType.CUDA]
 
 
-def run_on_tiles_where_hopper(fn, device, path) -> None:
-    """fn(); on Hopper's default path it must run the grouped GEMM on the wgmma tiles."""
+def run_on_tiles_where_hopper(fn, device, path, launches) -> None:
+    """fn(); on Hopper's default path it must run the grouped GEMM on the wgmma tiles only, in `launches`
+    launches of distinct tile shapes (2: the 128-row tiles, then the 64-row tiles of the remainders)."""
     if on_hopper(device) and path == "default":
-        assert TILES_KERNEL in gpu_kernels_run(fn)
+        names = gpu_kernels_run(fn)
+        tiles = [name for name in names if TILES_KERNEL in name]
+        assert len(tiles) == launches and len(set(tiles)) == launches, names
+        assert not any(STREAMING_KERNEL in name for name in names), names
     else:
         fn()
 
@@ -179,17 +184,20 @@ def test_grouped_contiguous_matches_dense_per_expert(kernel, device, fp8_dtype, 
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize(
-    "n,k,counts",
+    "n,k,counts,launches",
     [
-        (384, 512, [20, 0, 50, 9, 3]),  # 64-row tiles, partial ones (also in N), an expert without rows
-        (384, 512, [70, 0, 130, 9, 195]),  # 128-row tiles and 64-row remainders (9 and 70 rows: one tile)
-        (200, 256, [300, 0, 140, 128]),  # N not a multiple of the tiles' columns
+        (384, 512, [20, 0, 50, 9, 3], 1),  # 64-row tiles, partial ones (also in N), an expert without rows
+        (256, 384, [150, 2, 3, 1], 1),  # 64-row tiles only (under 64 rows per expert), three for one expert
+        (384, 512, [70, 0, 130, 9, 195], 2),  # 128-row tiles and 64-row remainders (9 and 70 rows: one tile)
+        (200, 256, [300, 0, 140, 128], 2),  # N not a multiple of the tiles' columns
         # 128-row tiles, each expert's last 1-64 rows on 64-row tiles: remainders of 44, 72 (a 128-row
         # tile), 12, none, 64 and 1 rows (the last two without a 128-row tile), 74
-        (256, 256, [300, 0, 200, 140, 128, 64, 1, 330]),
+        (256, 256, [300, 0, 200, 140, 128, 64, 1, 330], 2),
     ],
 )
-def test_grouped_contiguous_on_tiles_matches_dense_per_expert(kernel, device, fp8_dtype, rng, path, n, k, counts):
+def test_grouped_contiguous_on_tiles_matches_dense_per_expert(
+    kernel, device, fp8_dtype, rng, path, n, k, counts, launches
+):
     """Many rows per expert, A's rows in expert order (no row_index): on Hopper the wgmma tiles, each
     M-tile cut at its expert's last row; rows outside the offsets are left as they were."""
     experts, first = len(counts), 4
@@ -201,7 +209,7 @@ def test_grouped_contiguous_on_tiles_matches_dense_per_expert(kernel, device, fp
     offsets = offsets.to(device)
     out = torch.full((rows, n), 7.0, dtype=torch.bfloat16, device=device)
     run_on_tiles_where_hopper(
-        lambda: kernel.grouped_gemm_nt_contiguous(a, a_scale, w, w_scale, offsets, out=out), device, path
+        lambda: kernel.grouped_gemm_nt_contiguous(a, a_scale, w, w_scale, offsets, out=out), device, path, launches
     )
     expert_of_row = [e for e, c in enumerate(counts) for _ in range(c)]
     owned = slice(first, rows - 4)
@@ -225,15 +233,15 @@ def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, 
 
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize(
-    "capacity,n,k,counts,scales",
+    "capacity,n,k,counts,scales,launches",
     [
-        (40, 256, 384, [0, 40, 9, 100], "m-contiguous"),
-        (9, 128, 256, [0, 9, 2, 20], "row-major"),
-        (200, 128, 256, [0, 200, 130, 64, 250], "m-contiguous"),  # 128-row tiles and 64-row remainders
+        (40, 256, 384, [0, 40, 9, 100], "m-contiguous", 1),
+        (9, 128, 256, [0, 9, 2, 20], "row-major", 1),
+        (200, 128, 256, [0, 200, 130, 64, 250], "m-contiguous", 2),  # 128-row tiles and 64-row remainders
     ],
 )
 def test_grouped_masked_writes_only_the_counted_rows(
-    kernel, device, fp8_dtype, rng, path, capacity, n, k, counts, scales
+    kernel, device, fp8_dtype, rng, path, capacity, n, k, counts, scales, launches
 ):
     """The masked layout, a count past the capacity clamped to it; A scales as quantized (M-contiguous:
     strides (capacity, 1, E * C)) or copied row-major. On Hopper's default path: the tiles."""
@@ -245,7 +253,9 @@ def test_grouped_masked_writes_only_the_counted_rows(
     s3 = (a_scale if scales == "m-contiguous" else a_scale.contiguous()).view(experts, capacity, -1)
     counted = torch.tensor(counts, dtype=torch.int32, device=device)
     out = torch.full((experts, capacity, n), 7.0, dtype=torch.bfloat16, device=device)
-    run_on_tiles_where_hopper(lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counted, out=out), device, path)
+    run_on_tiles_where_hopper(
+        lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counted, out=out), device, path, launches
+    )
     deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
     deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, k)
     for e, c in enumerate(min(count, capacity) for count in counts):
@@ -297,7 +307,13 @@ def bf16_experts(x, ids, weights, w1, s1, w2, s2):
 @pytest.mark.kernels_ci
 @pytest.mark.parametrize(
     "tokens,top_k,experts,hidden,inner,skew",
-    [(1, 2, 4, 256, 128, False), (13, 3, 6, 384, 256, False), (24, 4, 5, 256, 192, True), (9, 1, 3, 200, 136, False)],
+    [
+        (1, 2, 4, 256, 128, False),
+        (13, 3, 6, 384, 256, False),
+        (24, 4, 5, 256, 192, True),
+        (9, 1, 3, 200, 136, False),
+        (64, 4, 4, 256, 128, False),  # 64 rows per expert: on Hopper the 128-row tiles and the remainders
+    ],
 )
 def test_fp8_experts_matches_its_pipeline_and_bf16(
     kernel, device, fp8_dtype, rng, path, tokens, top_k, experts, hidden, inner, skew
@@ -422,7 +438,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @needs_cuda
 @pytest.mark.kernels_ci
-@pytest.mark.parametrize("tokens,experts", [(24, 16), (64, 8)])  # 6 and 32 rows per expert
+@pytest.mark.parametrize("tokens,experts", [(24, 16), (64, 8), (128, 8)])  # 6, 32 and 64 rows per expert
 def test_fp8_experts_graph_replays_new_routings(kernel, device, fp8_dtype, rng, tokens, experts):
     """Captured once, replayed after the routing tensors are overwritten: the same results as eager
     calls on each routing (the grouped GEMMs read the routing on the device)."""
@@ -441,9 +457,8 @@ def test_fp8_experts_graph_replays_new_routings(kernel, device, fp8_dtype, rng, 
     with torch.cuda.graph(graph):
         out = kernel.fp8_experts(x, static_ids, static_weights, w1, s1, w2, s2)
     if on_hopper(device):  # the capture took the path an eager call takes: the tiles
-        assert TILES_KERNEL in gpu_kernels_run(
-            lambda: kernel.fp8_experts(x, static_ids, static_weights, w1, s1, w2, s2)
-        )
+        names = gpu_kernels_run(lambda: kernel.fp8_experts(x, static_ids, static_weights, w1, s1, w2, s2))
+        assert any(TILES_KERNEL in name for name in names), names
     for skew in (False, True, False):
         new_ids, new_weights = routing(tokens, top_k, experts, device, rng, skew=skew)
         static_ids.copy_(new_ids)
