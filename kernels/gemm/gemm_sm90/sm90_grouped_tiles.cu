@@ -89,9 +89,12 @@ Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaS
     return launch<64, kBlockN64>(g, q, grouped_tiles::kEveryTile, device, info->num_sms, stream);
   // The remainders' launch writes other rows than the first; it follows it (programmatically) so
   // that whatever waits on this GEMM waits on both.
-  const Status head = launch<128, kBlockN128>(g, q, grouped_tiles::kHeadTiles, device, info->num_sms, stream);
+  using grouped_tiles::kHeadRows, grouped_tiles::kRemainderRows;
+  const Status head =
+      launch<kHeadRows, kBlockN128>(g, q, grouped_tiles::kHeadTiles, device, info->num_sms, stream);
   if (head != kOk) return head;
-  return launch<64, kBlockN64>(g, q, grouped_tiles::kRemainderTile, device, info->num_sms, stream);
+  return launch<kRemainderRows, kBlockN64>(g, q, grouped_tiles::kRemainderTile, device, info->num_sms,
+                                           stream);
 }
 
 }  // namespace fp8gemm::sm90

@@ -27,6 +27,9 @@
 
 namespace fp8gemm::sm90::grouped_tiles {
 
+// Tile heights of the two-launch split (TilePart): the head tiles, and the remainders' tiles.
+constexpr int kHeadRows = 128, kRemainderRows = 64;
+
 enum TilePart : int {
   kEveryTile = 0,      // ceil(rows / BM) tiles from the expert's first row
   kHeadTiles = 1,      // BM = 128: rows / 128 tiles, one more for a remainder of 65-127 rows
@@ -46,13 +49,12 @@ struct TilesParams {
 // An expert's M-tiles under q.part, given its row count; *skip: rows before its first tile.
 template <int BM>
 __device__ __forceinline__ int part_tiles(const TilesParams& q, int count, int* skip) {
-  constexpr int kHead = 128, kRemainderMax = 64;
-  const int remainder = count % kHead;
+  const int remainder = count % kHeadRows;
   *skip = 0;
-  if (q.part == kHeadTiles) return count / kHead + (remainder > kRemainderMax ? 1 : 0);
+  if (q.part == kHeadTiles) return count / kHeadRows + (remainder > kRemainderRows ? 1 : 0);
   if (q.part == kRemainderTile) {
     *skip = count - remainder;
-    return remainder > 0 && remainder <= kRemainderMax ? 1 : 0;
+    return remainder > 0 && remainder <= kRemainderRows ? 1 : 0;
   }
   return (count + BM - 1) / BM;
 }
