@@ -18,10 +18,10 @@ namespace {
 
 using grouped::GroupedParams;
 
-// Rows per expert from which the tiles are 128 rows high, each expert's last 1-64 rows on 64-row
-// tiles (64-row tiles only below). From 64 rather than 128, where the 64-row tiles were the cost:
-// DeepSeek-V3's experts at 64-96 rows per expert took 0.74-0.92x the time on the H200 (DESIGN.md).
-constexpr int64_t kTileRowsFor128 = 64;
+// Rows per expert from which each expert's rows are cut into 192- and 128-row tiles (TileHeights::kMixed;
+// every tile 64 rows high below). From 64 rather than 128: at 64-96 rows per expert, DeepSeek-V3's
+// experts on 128-row tiles took 0.74-0.92x the time of 64-row ones on the H200 (DESIGN.md).
+constexpr int64_t kTileRowsForMixed = 64;
 
 // K-contiguous rows, 16-byte aligned, 16-byte multiples apart: the kernel's 16-byte loads.
 bool k_contiguous_16(const uint8_t* ptr, int64_t stride_k, int64_t stride_row) {
@@ -68,8 +68,7 @@ Status try_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool* 
   // The tiles whenever the layout allows: faster than the streaming kernel below from 1 token on (H200,
   // DeepSeek-V3's experts under CUDA graphs: 70 vs 90 us for gate/up at 1 token, 1.5x at 64, 10x at 4,096).
   const int64_t rows_per_expert = args.rows_per_expert();
-  const TileHeights heights =
-      rows_per_expert >= kTileRowsFor128 ? TileHeights::k128Then64Tails : TileHeights::k64;
+  const TileHeights heights = rows_per_expert >= kTileRowsForMixed ? TileHeights::kMixed : TileHeights::k64;
   // A descriptor or shared-memory limit the driver refuses leaves the problem to the paths below.
   if (grouped_tiles_take(args) && launch_grouped_tiles(args, heights, stream) == kOk) {
     *launched = true;

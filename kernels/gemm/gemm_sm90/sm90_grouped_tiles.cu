@@ -16,10 +16,10 @@ namespace fp8gemm::sm90 {
 namespace {
 
 using grouped_tiles::TilesParams;
-// Columns of the 128-row tiles and of the 64-row ones: 64x256 (a warpgroup per 128 columns) took
-// 0.90-0.99x the time of 64x128 for DeepSeek-V3's experts at 1-1,024 tokens on the H200; 128x256
-// gained nothing on 128x128.
-constexpr int kBlockN128 = 128, kBlockN64 = 256;
+// Columns of the 128-row tiles, the 64-row ones and the 192-row ones (the dense kernel's 192x128): 64x256
+// (a warpgroup per 128 columns) took 0.90-0.99x the time of 64x128 for DeepSeek-V3's experts at 1-1,024
+// tokens on the H200; 128x256 gained nothing on 128x128.
+constexpr int kBlockN128 = 128, kBlockN64 = 256, kBlockN192 = 128;
 
 bool aligned(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
@@ -42,9 +42,9 @@ Status launch(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
     return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
   q.part = part;
   q.p.tiles_n = int(ceil_div(g.N, BN));
-  // At most one partial M-tile per expert beyond the rows' whole tiles; one per expert for the remainders.
+  // At most one partial M-tile per expert beyond the rows' whole tiles.
   const int64_t owners = std::min(g.experts, g.rows);
-  const int64_t m_tiles = part == grouped_tiles::kRemainderTile ? owners : ceil_div(g.rows, BM) + owners;
+  const int64_t m_tiles = ceil_div(g.rows, BM) + owners;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(num_sms, m_tiles * q.p.tiles_n))));
   cfg.blockDim = dim3(T::kThreads);
@@ -87,14 +87,17 @@ Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaS
   q.sb_e = g.b_scale_stride_e;
   if (heights == TileHeights::k64)
     return launch<64, kBlockN64>(g, q, grouped_tiles::kEveryTile, device, info->num_sms, stream);
-  // The remainders' launch writes other rows than the first; it follows it (programmatically) so
-  // that whatever waits on this GEMM waits on both.
-  using grouped_tiles::kHeadRows, grouped_tiles::kRemainderRows;
-  const Status head =
-      launch<kHeadRows, kBlockN128>(g, q, grouped_tiles::kHeadTiles, device, info->num_sms, stream);
-  if (head != kOk) return head;
-  return launch<kRemainderRows, kBlockN64>(g, q, grouped_tiles::kRemainderTile, device, info->num_sms,
-                                           stream);
+  // Each launch writes other rows than the ones before and follows them (programmatically), so that
+  // whatever waits on this GEMM waits on all three.
+  using grouped_tiles::kMediumRows, grouped_tiles::kSlabRows, grouped_tiles::kTallRows;
+  Status status =
+      launch<kTallRows, kBlockN192>(g, q, grouped_tiles::kTallTiles, device, info->num_sms, stream);
+  if (status == kOk)
+    status =
+        launch<kMediumRows, kBlockN128>(g, q, grouped_tiles::kMediumTiles, device, info->num_sms, stream);
+  if (status == kOk)
+    status = launch<kSlabRows, kBlockN64>(g, q, grouped_tiles::kSlabTile, device, info->num_sms, stream);
+  return status;
 }
 
 }  // namespace fp8gemm::sm90

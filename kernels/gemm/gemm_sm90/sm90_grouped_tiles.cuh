@@ -13,8 +13,10 @@
 // routings; an expert without rows has no tiles and costs nothing.
 //
 // Which M-tiles a launch takes (TilePart): every BM-row tile of each expert, or, with many rows per
-// expert, two launches: 128-row tiles for each expert's rows but a remainder of 64 rows or fewer, then
-// 64-row tiles for those remainders, so that such a remainder costs half a 128-row tile's MMAs.
+// expert, three launches by tile height (TileCut): each expert's rows, counted in 64-row slabs, cut
+// into 192-row tiles, the last of which may hold 129-192 rows, and one or two 128-row tiles for the
+// rest (one 64-row tile for an expert of 1-64 rows), so that no tile has a slab without rows of its
+// expert and an expert of up to 192 rows is in one launch (its weights read once).
 //
 // A M-tile's BM rows are loaded by TMA from its first row on: the rows past the expert's last are
 // the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
@@ -27,13 +29,28 @@
 
 namespace fp8gemm::sm90::grouped_tiles {
 
-// Tile heights of the two-launch split (TilePart): the head tiles, and the remainders' tiles.
-constexpr int kHeadRows = 128, kRemainderRows = 64;
+// Tile heights of the three-launch split (TilePart).
+constexpr int kTallRows = 192, kMediumRows = 128, kSlabRows = 64;
 
 enum TilePart : int {
-  kEveryTile = 0,      // ceil(rows / BM) tiles from the expert's first row
-  kHeadTiles = 1,      // BM = 128: rows / 128 tiles, one more for a remainder of 65-127 rows
-  kRemainderTile = 2,  // BM = 64: one tile for a remainder of 1-64 rows past the 128-row tiles
+  kEveryTile = 0,    // ceil(rows / BM) tiles from the expert's first row
+  kTallTiles = 1,    // BM = 192: TileCut::tall tiles from the expert's first row
+  kMediumTiles = 2,  // BM = 128: TileCut::medium tiles after those
+  kSlabTile = 3,     // BM = 64: an expert of 1-64 rows
+};
+
+// An expert's rows as s 64-row slabs = 3 tall + 2 medium + slab: 192-row tiles, but one 128-row tile
+// where s % 3 == 2 and two where s % 3 == 1 (s = 4: two 128-row tiles rather than 192 + 64); s = 1: one
+// 64-row tile. Every tile's last slab holds rows of the expert.
+struct TileCut {
+  int tall, medium, slab;
+  __device__ __forceinline__ explicit TileCut(int count) {
+    const int s = (count + kSlabRows - 1) / kSlabRows;
+    const int left = s % 3;
+    slab = s == 1 ? 1 : 0;
+    medium = s == 1 ? 0 : left == 2 ? 1 : left == 1 ? 2 : 0;
+    tall = (s - slab - 2 * medium) / 3;
+  }
 };
 
 struct TilesParams {
@@ -49,14 +66,13 @@ struct TilesParams {
 // An expert's M-tiles under q.part, given its row count; *skip: rows before its first tile.
 template <int BM>
 __device__ __forceinline__ int part_tiles(const TilesParams& q, int count, int* skip) {
-  const int remainder = count % kHeadRows;
   *skip = 0;
-  if (q.part == kHeadTiles) return count / kHeadRows + (remainder > kRemainderRows ? 1 : 0);
-  if (q.part == kRemainderTile) {
-    *skip = count - remainder;
-    return remainder > 0 && remainder <= kRemainderRows ? 1 : 0;
-  }
-  return (count + BM - 1) / BM;
+  if (q.part == kEveryTile) return (count + BM - 1) / BM;
+  const TileCut cut(count);
+  if (q.part == kTallTiles) return cut.tall;
+  if (q.part == kSlabTile) return cut.slab;
+  *skip = cut.tall * kTallRows;
+  return cut.medium;
 }
 
 // Expert e's rows: [*first, *first + count), clamped to the rows the layout holds.
@@ -143,8 +159,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     tma_prefetch_desc(&map_b);
   }
   __syncthreads();
-  // Launched programmatically behind the quantization of A (the remainders' launch behind the 128-row
-  // tiles' one, which waited for it): the routing and A are ready after this.
+  // Launched programmatically behind the quantization of A (each launch of the three-launch split
+  // behind the one before, which waited for it): the routing and A are ready after this.
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   ExpertCursor<BM> cursor;

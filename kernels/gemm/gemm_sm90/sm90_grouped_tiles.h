@@ -14,8 +14,9 @@ namespace fp8gemm::sm90 {
 bool grouped_tiles_take(const GroupedGemmArgs& g);
 
 enum class TileHeights {
-  k64,              // 64-row tiles
-  k128Then64Tails,  // 128-row tiles, then 64-row tiles for each expert's last 1-64 rows (two launches)
+  k64,     // 64-row tiles
+  kMixed,  // each expert's rows on 192-row tiles and one or two 128-row ones, an expert of 1-64 rows on
+           // a 64-row one (three launches; grouped_tiles::TileCut)
 };
 
 // Queues the grouped GEMM on tiles of those heights.

@@ -32,7 +32,7 @@ def gpu_kernels_run(fn) -> list[str]:
 
 def run_on_tiles_where_hopper(fn, device, path, launches) -> None:
     """fn(); on Hopper's default path it must run the grouped GEMM on the wgmma tiles only, in `launches`
-    launches of distinct tile shapes (2: the 128-row tiles, then the 64-row tiles of the remainders)."""
+    launches of distinct tile shapes (3 from 64 rows per expert: the 192-, 128- and 64-row tiles)."""
     if on_hopper(device) and path == "default":
         names = gpu_kernels_run(fn)
         tiles = [name for name in names if TILES_KERNEL in name]
@@ -188,11 +188,15 @@ def test_grouped_contiguous_matches_dense_per_expert(kernel, device, fp8_dtype, 
     [
         (384, 512, [20, 0, 50, 9, 3], 1),  # 64-row tiles, partial ones (also in N), an expert without rows
         (256, 384, [150, 2, 3, 1], 1),  # 64-row tiles only (under 64 rows per expert), three for one expert
-        (384, 512, [70, 0, 130, 9, 195], 2),  # 128-row tiles and 64-row remainders (9 and 70 rows: one tile)
-        (200, 256, [300, 0, 140, 128], 2),  # N not a multiple of the tiles' columns
-        # 128-row tiles, each expert's last 1-64 rows on 64-row tiles: remainders of 44, 72 (a 128-row
-        # tile), 12, none, 64 and 1 rows (the last two without a 128-row tile), 74
-        (256, 256, [300, 0, 200, 140, 128, 64, 1, 330], 2),
+        # from 64 rows per expert, tiles by expert: 70 rows on a 128-row tile, 130 on a 192-row one, 9 on a
+        # 64-row tile, 195 on two 128-row tiles
+        (384, 512, [70, 0, 130, 9, 195], 3),
+        (200, 256, [300, 0, 140, 128], 3),  # N not a multiple of the tiles' columns
+        # 192-row tiles and one or two 128-row ones: 300 = 192 + 108, 200 = 128 + 72, 140 on a 192-row
+        # tile, 128 on a 128-row one, 330 = 192 + 138; 64 and 1 row on 64-row tiles
+        (256, 256, [300, 0, 200, 140, 128, 64, 1, 330], 3),
+        (128, 256, [512, 448, 3, 0], 3),  # 512 = 2 x 192 + 128, 448 = 192 + 2 x 128
+        (136, 256, [192, 384, 0, 129], 3),  # full 192-row tiles only: 192, 384 = 2 x 192; 129 on one
     ],
 )
 def test_grouped_contiguous_on_tiles_matches_dense_per_expert(
@@ -237,7 +241,7 @@ def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, 
     [
         (40, 256, 384, [0, 40, 9, 100], "m-contiguous", 1),
         (9, 128, 256, [0, 9, 2, 20], "row-major", 1),
-        (200, 128, 256, [0, 200, 130, 64, 250], "m-contiguous", 2),  # 128-row tiles and 64-row remainders
+        (200, 128, 256, [0, 200, 130, 64, 250], "m-contiguous", 3),  # 192-, 128- and 64-row tiles
     ],
 )
 def test_grouped_masked_writes_only_the_counted_rows(
@@ -312,7 +316,7 @@ def bf16_experts(x, ids, weights, w1, s1, w2, s2):
         (13, 3, 6, 384, 256, False),
         (24, 4, 5, 256, 192, True),
         (9, 1, 3, 200, 136, False),
-        (64, 4, 4, 256, 128, False),  # 64 rows per expert: on Hopper the 128-row tiles and the remainders
+        (64, 4, 4, 256, 128, False),  # 64 rows per expert: on Hopper the three launches, each expert on a 64-row tile
     ],
 )
 def test_fp8_experts_matches_its_pipeline_and_bf16(
