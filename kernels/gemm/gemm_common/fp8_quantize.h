@@ -129,18 +129,21 @@ struct QuantizeArgs {
   int64_t q_stride_m = 0;
   float* scale = nullptr;  // (M, ceil(K/128)) in any strides; gemm_nt reads strides (1, M)
   int64_t scale_stride_m = 0, scale_stride_kb = 0;
-  // Optional gather: row m quantizes x's row x_row[m] (an entry outside 0..x_rows - 1: zeros).
-  const int32_t* x_row = nullptr;
-  int64_t x_rows = 0;
+  // Optional scatter: x's row m goes to q's rows q_row[m * copies + c] for c < copies instead of row m
+  // (an entry outside 0..q_rows - 1 is skipped; rows of q that no entry names are left as they were).
+  const int32_t* q_row = nullptr;
+  int32_t copies = 1;
+  int64_t q_rows = 0;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
+  FP8GEMM_HD int32_t copies_per_row() const { return q_row == nullptr ? 1 : copies; }
 };
 
-// The row of x that row m quantizes, or -1 for a row of zeros.
-FP8GEMM_HD int64_t source_row(const QuantizeArgs& a, int64_t m) {
-  if (a.x_row == nullptr) return m;
-  const int64_t r = a.x_row[m];
-  return r >= 0 && r < a.x_rows ? r : -1;
+// The row of q that copy c of x's row m goes to, or -1 for none.
+FP8GEMM_HD int64_t destination_row(const QuantizeArgs& a, int64_t m, int32_t c) {
+  if (a.q_row == nullptr) return m;
+  const int64_t r = a.q_row[m * a.copies + c];
+  return r >= 0 && r < a.q_rows ? r : -1;
 }
 
 // SiLU-and-mul alone: out (M, K) = silu(x[:, :K]) * x[:, K:], x and out of one dtype with
@@ -166,7 +169,7 @@ FP8GEMM_HD float load_input(const QuantizeArgs& a, int64_t m, int64_t k) {
   }
 }
 
-// Element k of what x's row r gives to quantize (r = source_row(a, m) for row m of q; r >= 0): x[r, k],
+// Element k of what x's row r gives to quantize: x[r, k],
 // or silu(gate) * up.
 FP8GEMM_HD float quantize_source(const QuantizeArgs& a, int64_t r, int64_t k) {
   if (!a.silu_and_mul) return load_input(a, r, k);

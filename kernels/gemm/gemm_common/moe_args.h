@@ -72,10 +72,15 @@ FP8GEMM_HD void store_combined(const CombineArgs& a, int64_t t, int64_t h, float
   }
 }
 
-FP8GEMM_HD int64_t load_id(const RouteArgs& a, int64_t slot) {
-  const int64_t at = (slot / a.top_k) * a.ids_stride_t + (slot % a.top_k) * a.ids_stride_j;
+// The expert id of token t's j-th slot.
+FP8GEMM_HD int64_t id_at(const RouteArgs& a, int64_t t, int64_t j) {
+  const int64_t at = t * a.ids_stride_t + j * a.ids_stride_j;
   return a.id_type == IndexType::I64 ? static_cast<const int64_t*>(a.ids)[at]
                                      : int64_t(static_cast<const int32_t*>(a.ids)[at]);
+}
+
+FP8GEMM_HD int64_t load_id(const RouteArgs& a, int64_t slot) {
+  return id_at(a, slot / a.top_k, slot % a.top_k);
 }
 
 // grouped GEMM: for each expert e and each row r it owns,

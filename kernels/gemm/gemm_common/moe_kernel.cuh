@@ -15,6 +15,21 @@ using elementwise::wait_previous_release_next;
 // The route kernel keeps one counter per expert in shared memory.
 constexpr int kMaxExperts = 4096;
 constexpr int kCombineColumns = 8;  // columns per thread: one 16-byte bf16 load per row
+// Rows of the combine's sum whose slot rows and weights, then values, are loaded together.
+constexpr int kCombineBatch = 8;
+
+// f(slot, expert) for each slot s = tid, tid + kThreads, ... (fewer than 2^31: the binding checks), expert
+// -1 for an id outside [0, experts). 32-bit slot arithmetic: with 64-bit divisions the kernel took 1.5x
+// as long at 4,096 tokens (H200); batching the id loads cost more at 1 token than it saved (DESIGN.md).
+template <typename F>
+__device__ __forceinline__ void for_each_slot(const RouteArgs& a, int tid, F&& f) {
+  const int32_t slots = int32_t(a.slots());
+  for (int32_t s = tid; s < slots; s += kThreads) {
+    const int32_t t = s / a.top_k;
+    const int64_t id = id_at(a, t, s - t * a.top_k);
+    f(s, id >= 0 && id < a.experts ? int32_t(id) : -1);
+  }
+}
 
 // values[t] becomes the sum of values[0..t) (one thread; kThreads values); returns the total.
 __device__ __forceinline__ int32_t exclusive_scan(int32_t* values) {
@@ -35,10 +50,9 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   const int tid = threadIdx.x;
   for (int e = tid; e < a.experts; e += kThreads) next_row[e] = 0;
   __syncthreads();
-  for (int64_t s = tid; s < a.slots(); s += kThreads) {
-    const int64_t id = load_id(a, s);
-    if (id >= 0 && id < a.experts) atomicAdd(&next_row[id], 1);
-  }
+  for_each_slot(a, tid, [&](int32_t, int32_t e) {
+    if (e >= 0) atomicAdd(&next_row[e], 1);
+  });
   __syncthreads();
   // Thread t scans experts [t * per, (t + 1) * per).
   const int per = (a.experts + kThreads - 1) / kThreads;
@@ -68,19 +82,20 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
       if (a.offsets[e + 1] > a.offsets[e]) a.active[at++] = e;  // offsets written before the barriers above
   }
   __syncthreads();
-  for (int64_t s = tid; s < a.slots(); s += kThreads) {
-    const int64_t id = load_id(a, s);
-    if (id < 0 || id >= a.experts) {
+  for_each_slot(a, tid, [&](int32_t s, int32_t e) {
+    if (e < 0) {
       a.slot_row[s] = -1;
-      continue;
+      return;
     }
-    const int32_t row = atomicAdd(&next_row[id], 1);
-    a.row_token[row] = int32_t(s / a.top_k);
+    const int32_t row = atomicAdd(&next_row[e], 1);
+    a.row_token[row] = s / a.top_k;
     a.slot_row[s] = row;
-  }
+  });
 }
 
-// Thread g: token g / chunks, columns [8 * (g % chunks), + 8).
+// Thread g: token g / chunks, columns [8 * (g % chunks), + 8). The token's slots are taken kCombineBatch
+// at a time: their rows and weights loaded together, then the rows' values. kVector: 16-byte loads and
+// stores (the launcher checks the alignment).
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) {
   wait_previous_release_next();
@@ -90,22 +105,55 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) 
   const int64_t t = g / chunks, h0 = (g % chunks) * kCombineColumns;
   const int columns = a.hidden - h0 < kCombineColumns ? int(a.hidden - h0) : kCombineColumns;
   float acc[kCombineColumns] = {};
-  for (int j = 0; j < a.top_k; ++j) {
-    const int32_t row = a.slot_row[t * a.top_k + j];
-    if (row < 0 || row >= a.row_count) continue;
-    const float w = load_weight(a, t, j);
-    const uint16_t* values = a.rows + row * a.rows_stride + h0;
-    if constexpr (kVector) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(values);
-      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  for (int j0 = 0; j0 < a.top_k; j0 += kCombineBatch) {
+    int32_t rows[kCombineBatch];
+    float weights[kCombineBatch];
 #pragma unroll
-      for (int i = 0; i < kCombineColumns; ++i)
-        acc[i] += w * bf16_to_float(uint16_t(words[i / 2] >> (16 * (i % 2))));
+    for (int i = 0; i < kCombineBatch; ++i) {
+      const int j = j0 + i;
+      const int32_t row = j < a.top_k ? a.slot_row[t * a.top_k + j] : -1;
+      rows[i] = row >= 0 && row < a.row_count ? row : -1;
+      weights[i] = rows[i] >= 0 ? load_weight(a, t, j) : 0.f;
+    }
+    if constexpr (kVector) {
+      uint4 raw[kCombineBatch];
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; ++i)
+        raw[i] = rows[i] >= 0 ? *reinterpret_cast<const uint4*>(a.rows + rows[i] * a.rows_stride + h0)
+                              : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int i = 0; i < kCombineBatch; ++i) {
+        if (rows[i] < 0) continue;  // adds nothing (not even -0.0 + 0 * value)
+        const uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+#pragma unroll
+        for (int c = 0; c < kCombineColumns; ++c)
+          acc[c] += weights[i] * bf16_to_float(uint16_t(words[c / 2] >> (16 * (c % 2))));
+      }
     } else {
-      for (int i = 0; i < columns; ++i) acc[i] += w * bf16_to_float(values[i]);
+      for (int i = 0; i < kCombineBatch; ++i) {
+        if (rows[i] < 0) continue;
+        const uint16_t* values = a.rows + rows[i] * a.rows_stride + h0;
+        for (int c = 0; c < columns; ++c) acc[c] += weights[i] * bf16_to_float(values[c]);
+      }
     }
   }
-  for (int i = 0; i < columns; ++i) store_combined(a, t, h0 + i, acc[i]);
+  if constexpr (kVector) {  // 16-byte stores
+    if (a.out_type == InputType::BF16) {
+      uint32_t packed[kCombineColumns / 2];
+#pragma unroll
+      for (int i = 0; i < kCombineColumns / 2; ++i)
+        packed[i] = uint32_t(float_to_bf16_bits(acc[2 * i])) | uint32_t(float_to_bf16_bits(acc[2 * i + 1]))
+                                                                   << 16;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + t * a.out_stride + h0) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    } else {
+      float4* out = reinterpret_cast<float4*>(static_cast<float*>(a.out) + t * a.out_stride + h0);
+      out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    }
+  } else {
+    for (int i = 0; i < columns; ++i) store_combined(a, t, h0 + i, acc[i]);
+  }
 }
 
 template <typename Launcher>
@@ -120,7 +168,8 @@ Status launch_combine(const CombineArgs& a, const Launcher& launch) {
   const int64_t blocks = (a.tokens * chunks + kThreads - 1) / kThreads;
   if (blocks == 0) return kOk;
   const bool vector = a.hidden % kCombineColumns == 0 && a.rows_stride % kCombineColumns == 0 &&
-                      reinterpret_cast<uintptr_t>(a.rows) % 16 == 0;
+                      reinterpret_cast<uintptr_t>(a.rows) % 16 == 0 && a.out_stride % kCombineColumns == 0 &&
+                      reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
   return vector ? launch(combine_kernel<true>, unsigned(blocks), a)
                 : launch(combine_kernel<false>, unsigned(blocks), a);
 }

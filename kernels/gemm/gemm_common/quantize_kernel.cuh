@@ -2,7 +2,8 @@
 // The activation quantization as one GPU kernel, for CUDA (sm_80+) and HIP alike: 8 threads per
 // 128-column group, 16 values each, the group's amax reduced with shuffles inside the 8 lanes.
 // Each thread reads its values once (two 16-byte loads for bf16/fp16 rows that allow it), keeps
-// them in registers and writes its 16 codes as one 16-byte store; lane 0 writes the scale.
+// them in registers and writes its 16 codes as one 16-byte store; lane 0 writes the scale. With a row
+// scatter (QuantizeArgs::q_row) codes and scale are stored once per destination row.
 // Groups are numbered row by row (group = m * ceil(K/128) + kb): a warp reads 1 KB of one row.
 //
 // On sm_90+ both kernels here are launched programmatically (programmatic dependent launch):
@@ -21,6 +22,7 @@ constexpr int kLanesPerGroup = 8;
 constexpr int kValuesPerLane = kScaleBlock / kLanesPerGroup;
 constexpr int kGroupsPerBlock = kThreads / kLanesPerGroup;
 static_assert(kValuesPerLane == 16, "a lane reads two 16-byte vectors of bf16 values");
+constexpr int kCopyBatch = 8;  // a row scatter's destinations loaded together (top-8 routing: all)
 
 __device__ __forceinline__ uint32_t group_max(uint32_t v) {
 #pragma unroll
@@ -81,10 +83,9 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
   const int64_t kb = active ? group % a.k_blocks() : 0, m = active ? group / a.k_blocks() : 0;
   const int64_t k0 = kb * kScaleBlock + lane * kValuesPerLane;
   float v[kValuesPerLane] = {};
-  const int64_t row = active ? source_row(a, m) : -1;
-  if (row >= 0 && kVector) {
+  if (active && kVector) {
     if (k0 < a.K) {
-      const int64_t at = row * a.x_stride_m + k0;
+      const int64_t at = m * a.x_stride_m + k0;
       load8<kIn>(a.x, at, v);
       load8<kIn>(a.x, at + 8, v + 8);
       if constexpr (kSiluMul) {
@@ -95,30 +96,41 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
         for (int i = 0; i < kValuesPerLane; ++i) v[i] = silu_mul(v[i], up[i]);
       }
     }
-  } else if (row >= 0) {
+  } else if (active) {
 #pragma unroll
     for (int i = 0; i < kValuesPerLane; ++i)
-      if (k0 + i < a.K) v[i] = quantize_source(a, row, k0 + i);
+      if (k0 + i < a.K) v[i] = quantize_source(a, m, k0 + i);
   }
   uint32_t amax = 0;
 #pragma unroll
   for (int i = 0; i < kValuesPerLane; ++i) amax = amax > abs_bits(v[i]) ? amax : abs_bits(v[i]);
   const GroupScale s = group_scale(group_max(amax), a.format);
   if (!active) return;
-  if (lane == 0) a.scale[m * a.scale_stride_m + kb * a.scale_stride_kb] = s.scale;
   const float limit = fp8_max(a.format);
 #pragma unroll
   for (int i = 0; i < kValuesPerLane; ++i) v[i] = clamp_quotient(FP8GEMM_DIV_RN(v[i], s.divisor), limit);
   uint32_t words[kValuesPerLane / 4];
 #pragma unroll
   for (int i = 0; i < kValuesPerLane / 4; ++i) words[i] = encode4(v + 4 * i, a.format);
-  uint8_t* q = a.q + m * a.q_stride_m + k0;
-  if (kVector) {
-    if (k0 < a.K) *reinterpret_cast<uint4*>(q) = make_uint4(words[0], words[1], words[2], words[3]);
-  } else {
+  // The destination rows kCopyBatch at a time, loaded before the stores (which could alias them).
+  for (int32_t c0 = 0; c0 < a.copies_per_row(); c0 += kCopyBatch) {
+    int64_t rows[kCopyBatch];
 #pragma unroll
-    for (int i = 0; i < kValuesPerLane; ++i)
-      if (k0 + i < a.K) q[i] = uint8_t(words[i / 4] >> (8 * (i % 4)));
+    for (int i = 0; i < kCopyBatch; ++i)
+      rows[i] = c0 + i < a.copies_per_row() ? destination_row(a, m, c0 + i) : -1;
+#pragma unroll
+    for (int i = 0; i < kCopyBatch; ++i) {
+      if (rows[i] < 0) continue;
+      if (lane == 0) a.scale[rows[i] * a.scale_stride_m + kb * a.scale_stride_kb] = s.scale;
+      uint8_t* q = a.q + rows[i] * a.q_stride_m + k0;
+      if (kVector) {
+        if (k0 < a.K) *reinterpret_cast<uint4*>(q) = make_uint4(words[0], words[1], words[2], words[3]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kValuesPerLane; ++v)
+          if (k0 + v < a.K) q[v] = uint8_t(words[v / 4] >> (8 * (v % 4)));
+      }
+    }
   }
 }
 
@@ -127,8 +139,8 @@ inline bool vector_path(const QuantizeArgs& a) {
   const int64_t elem = a.input == InputType::F32 ? 4 : 2;
   const auto aligned = [](const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
   return a.x_stride_k == 1 && a.K % kValuesPerLane == 0 && aligned(a.x, 16) &&
-         ((a.M == 1 && a.x_row == nullptr) || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) &&
-         (a.M == 1 || a.q_stride_m % 16 == 0);
+         (a.M == 1 || (a.x_stride_m * elem) % 16 == 0) && aligned(a.q, 16) &&
+         ((a.M == 1 && a.q_row == nullptr) || a.q_stride_m % 16 == 0);
 }
 
 using KernelFn = void (*)(QuantizeArgs);

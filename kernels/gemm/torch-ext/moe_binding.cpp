@@ -471,11 +471,12 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
   g1.active = r.active.data_ptr<int32_t>();
-  // The quantization gathers the token rows into expert order (Hopper's tiles read A as it lies).
-  // Quantized rows as the GEMMs read them: K contiguous, the scales M-contiguous.
+  // The quantization writes each token's rows in expert order (Hopper's tiles read A as it lies): each
+  // token read once, its codes stored top_k times. Quantized rows as the GEMMs read them: K contiguous,
+  // the scales M-contiguous.
   const at::Tensor xq = carving.piece(at_xq, fp8, {rows, hidden}, {hidden, 1}),
                    x_scale = carving.piece(at_x_scale, at::kFloat, {rows, kb_in}, {1, rows});
-  quantize_rows_into(x, fp8, false, r.row_token, xq, x_scale);
+  quantize_rows_into(x, fp8, false, r.slot_row.view({tokens, top_k_index.size(1)}), xq, x_scale);
   run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
 
   const at::Tensor hq = carving.piece(at_hq, fp8, {rows, inner}, {inner, 1}),

@@ -344,16 +344,17 @@ QuantizedRows quantized_rows(const at::Tensor& q, const at::Tensor& scale) {
   return to;
 }
 
-// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`; with x_row (int32,
-// `to.M` entries), row m quantizes x's row x_row[m].
+// Quantizes x (M, K), or silu(x[:, :K]) * x[:, K:] for x (M, 2K), into `to`; with q_row (int32 (M, copies)),
+// x's row m goes to to's rows q_row[m, :] (QuantizeArgs::q_row).
 void run_quantize(const char* op, const at::Tensor& x, bool silu_and_mul, fp8gemm::Fp8Format format,
-                  const QuantizedRows& to, const at::Tensor& x_row = at::Tensor()) {
+                  const QuantizedRows& to, const at::Tensor& q_row = at::Tensor()) {
   fp8gemm::QuantizeArgs args;
-  if (x_row.defined()) {
-    args.x_row = x_row.data_ptr<int32_t>();
-    args.x_rows = x.size(0);
+  if (q_row.defined()) {
+    args.q_row = q_row.data_ptr<int32_t>();
+    args.copies = int32_t(q_row.size(1));
+    args.q_rows = to.M;
   }
-  args.M = to.M;
+  args.M = x.size(0);
   args.K = to.K;
   args.input = input_type(op, x);
   args.x = x.data_ptr();
@@ -444,26 +445,27 @@ struct QuantizeInput {
   int64_t rows, columns;  // of what x quantizes to
 };
 
-// The checks of quantize's inputs, the dtypes first (before anything is allocated).
+// The checks of quantize's inputs, the dtypes first (before anything is allocated); rows: of q.
 QuantizeInput check_quantize_input(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul,
-                                   const at::Tensor& x_row) {
+                                   int64_t rows) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
   const fp8gemm::Fp8Format format = fp8_format(op, dtype);
   const int64_t columns = quantized_columns(op, x, silu_and_mul);
-  if (x_row.defined())
-    TORCH_CHECK(x_row.scalar_type() == at::kInt && x_row.dim() == 1 && x_row.is_contiguous() &&
-                    x_row.device() == x.device(),
-                op, ": the row gather must be contiguous int32 on x's device");
-  return {op, format, x_row.defined() ? x_row.size(0) : x.size(0), columns};
+  return {op, format, rows < 0 ? x.size(0) : rows, columns};
 }
 
 }  // namespace
 
-void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& x_row,
+void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& q_row,
                         const at::Tensor& q, const at::Tensor& scale) {
-  const auto [op, format, rows, columns] = check_quantize_input(x, dtype, silu_and_mul, x_row);
+  const auto [op, format, rows, columns] =
+      check_quantize_input(x, dtype, silu_and_mul, q_row.defined() ? q.size(0) : -1);
+  if (q_row.defined())
+    TORCH_CHECK(q_row.scalar_type() == at::kInt && q_row.dim() == 2 && q_row.size(0) == x.size(0) &&
+                    q_row.is_contiguous() && q_row.device() == x.device(),
+                op, ": the row scatter must be contiguous int32 (", x.size(0), ", copies) on x's device");
   TORCH_CHECK(q.scalar_type() == dtype && q.dim() == 2 && q.size(0) == rows && q.size(1) == columns &&
                   (columns <= 1 || q.stride(1) == 1) && q.device() == x.device(),
               op, ": q must be (", rows, ", ", columns, ") ", dtype, " with contiguous rows on ", x.device(),
@@ -474,11 +476,11 @@ void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and
               op, ": scale must be float32 (", rows, ", ", k_blocks, ") on ", x.device(), ", got ",
               scale.sizes(), " ", scale.scalar_type(), " on ", scale.device());
   const OnDevice on(op, x.device());
-  run_quantize(op, x, silu_and_mul, format, quantized_rows(q, scale), x_row);
+  run_quantize(op, x, silu_and_mul, format, quantized_rows(q, scale), q_row);
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
-  const auto [op, format, rows, columns] = check_quantize_input(x, dtype, silu_and_mul, at::Tensor());
+  const auto [op, format, rows, columns] = check_quantize_input(x, dtype, silu_and_mul, -1);
   auto [q, scale] = empty_quantized(rows, columns, dtype, x.device());
   const OnDevice on(op, x.device());
   run_quantize(op, x, silu_and_mul, format, quantized_rows(q, scale));

@@ -30,9 +30,10 @@ void force_tile_config(int64_t block_m, int64_t block_n, int64_t split);
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul);
 
 // quantize into q (M, K) FP8 with contiguous rows and scale (M, ceil(K/128)) float32, any strides,
-// given by the caller; with x_row (int32 (M,)) defined, row m of q quantizes x's row x_row[m] (an
-// entry outside x's rows gives a row of zeros).
-void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& x_row,
+// given by the caller; with q_row (int32 (x's rows, copies)) defined, q has any number of rows and x's row
+// m goes to q's rows q_row[m, :] (an entry outside q's rows is skipped; rows no entry names are left as
+// they were).
+void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& q_row,
                         const at::Tensor& q, const at::Tensor& scale);
 
 // out = silu(x[..., :d]) * x[..., d:] in x's dtype.
