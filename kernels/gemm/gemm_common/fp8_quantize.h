@@ -116,27 +116,27 @@ FP8GEMM_HD float f16_to_float(uint16_t h) {
 // SiLU(gate) * up in fp32, for the quantization fused with SiLU-and-mul.
 FP8GEMM_HD float silu_mul(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
-// What to quantize: out (M, K) row-major FP8 and scale[m * scale_stride_m + kb * scale_stride_kb]
-// from x (M, K), or with silu_and_mul from x (M, 2K) as silu(x[:, :K]) * x[:, K:].
+// What to quantize: q row-major FP8 and scale[row * scale_stride_m + kb * scale_stride_kb] from x (M, K),
+// or with silu_and_mul from x (M, 2K) as silu(x[:, :K]) * x[:, K:]. x's row m goes to q's row m, or with
+// the scatter below to q's rows q_row[m, :].
 struct QuantizeArgs {
-  int64_t M = 0, K = 0;
+  int64_t M = 0, K = 0;  // of x (K: of what it quantizes to)
   InputType input = InputType::BF16;
   const void* x = nullptr;  // element strides
   int64_t x_stride_m = 0, x_stride_k = 0;
   bool silu_and_mul = false;
   Fp8Format format = Fp8Format::E4M3FN;
-  uint8_t* q = nullptr;  // (M, K), K contiguous
+  uint8_t* q = nullptr;  // (M, K) or (q_rows, K), K contiguous
   int64_t q_stride_m = 0;
-  float* scale = nullptr;  // (M, ceil(K/128)) in any strides; gemm_nt reads strides (1, M)
+  float* scale = nullptr;  // (M or q_rows, ceil(K/128)) in any strides; gemm_nt reads strides (1, rows)
   int64_t scale_stride_m = 0, scale_stride_kb = 0;
   // Optional scatter: x's row m goes to q's rows q_row[m * copies + c] for c < copies instead of row m
   // (an entry outside 0..q_rows - 1 is skipped; rows of q that no entry names are left as they were).
   const int32_t* q_row = nullptr;
-  int32_t copies = 1;
+  int32_t copies = 0;
   int64_t q_rows = 0;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
-  FP8GEMM_HD int32_t copies_per_row() const { return q_row == nullptr ? 1 : copies; }
 };
 
 // The row of q that copy c of x's row m goes to, or -1 for none.
@@ -169,8 +169,7 @@ FP8GEMM_HD float load_input(const QuantizeArgs& a, int64_t m, int64_t k) {
   }
 }
 
-// Element k of what x's row r gives to quantize: x[r, k],
-// or silu(gate) * up.
+// Element k of what x's row r gives to quantize: x[r, k], or silu(gate) * up.
 FP8GEMM_HD float quantize_source(const QuantizeArgs& a, int64_t r, int64_t k) {
   if (!a.silu_and_mul) return load_input(a, r, k);
   return silu_mul(load_input(a, r, k), load_input(a, r, k + a.K));

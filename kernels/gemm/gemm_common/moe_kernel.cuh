@@ -18,16 +18,17 @@ constexpr int kCombineColumns = 8;  // columns per thread: one 16-byte bf16 load
 // Rows of the combine's sum whose slot rows and weights, then values, are loaded together.
 constexpr int kCombineBatch = 8;
 
-// f(slot, expert) for each slot s = tid, tid + kThreads, ... (fewer than 2^31: the binding checks), expert
-// -1 for an id outside [0, experts). 32-bit slot arithmetic: with 64-bit divisions the kernel took 1.5x
-// as long at 4,096 tokens (H200); batching the id loads cost more at 1 token than it saved (DESIGN.md).
+// f(slot, token, expert) for each slot s = tid, tid + kThreads, ... (fewer than 2^31: the binding
+// checks, so s + kThreads fits 32 unsigned bits), expert -1 for an id outside [0, experts). 32-bit slot
+// arithmetic: with 64-bit divisions the kernel took 1.5x as long at 4,096 tokens (H200). Batched id
+// loads were faster from 4,096 tokens on and slower at 1 token (DESIGN.md).
 template <typename F>
 __device__ __forceinline__ void for_each_slot(const RouteArgs& a, int tid, F&& f) {
-  const int32_t slots = int32_t(a.slots());
-  for (int32_t s = tid; s < slots; s += kThreads) {
-    const int32_t t = s / a.top_k;
-    const int64_t id = id_at(a, t, s - t * a.top_k);
-    f(s, id >= 0 && id < a.experts ? int32_t(id) : -1);
+  const uint32_t slots = uint32_t(a.slots()), top_k = uint32_t(a.top_k);
+  for (uint32_t s = tid; s < slots; s += kThreads) {
+    const uint32_t t = s / top_k;
+    const int64_t id = id_at(a, t, s - t * top_k);
+    f(int32_t(s), int32_t(t), id >= 0 && id < a.experts ? int32_t(id) : -1);
   }
 }
 
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   const int tid = threadIdx.x;
   for (int e = tid; e < a.experts; e += kThreads) next_row[e] = 0;
   __syncthreads();
-  for_each_slot(a, tid, [&](int32_t, int32_t e) {
+  for_each_slot(a, tid, [&](int32_t, int32_t, int32_t e) {
     if (e >= 0) atomicAdd(&next_row[e], 1);
   });
   __syncthreads();
@@ -82,13 +83,13 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
       if (a.offsets[e + 1] > a.offsets[e]) a.active[at++] = e;  // offsets written before the barriers above
   }
   __syncthreads();
-  for_each_slot(a, tid, [&](int32_t s, int32_t e) {
+  for_each_slot(a, tid, [&](int32_t s, int32_t t, int32_t e) {
     if (e < 0) {
       a.slot_row[s] = -1;
       return;
     }
     const int32_t row = atomicAdd(&next_row[e], 1);
-    a.row_token[row] = s / a.top_k;
+    a.row_token[row] = t;
     a.slot_row[s] = row;
   });
 }
@@ -123,13 +124,14 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) 
                               : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < kCombineBatch; ++i) {
-        if (rows[i] < 0) continue;  // adds nothing (not even -0.0 + 0 * value)
+        if (rows[i] < 0) continue;
         const uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
 #pragma unroll
         for (int c = 0; c < kCombineColumns; ++c)
           acc[c] += weights[i] * bf16_to_float(uint16_t(words[c / 2] >> (16 * (c % 2))));
       }
     } else {
+#pragma unroll
       for (int i = 0; i < kCombineBatch; ++i) {
         if (rows[i] < 0) continue;
         const uint16_t* values = a.rows + rows[i] * a.rows_stride + h0;

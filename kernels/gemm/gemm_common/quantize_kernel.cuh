@@ -72,8 +72,9 @@ __device__ __forceinline__ uint32_t encode4(const float* v, Fp8Format format) {
 }
 
 // kVector: K-contiguous rows, K % 16 == 0, 16-byte aligned input and q rows (the launcher
-// checks); otherwise element by element through the strides.
-template <InputType kIn, bool kSiluMul, bool kVector>
+// checks); otherwise element by element through the strides. kScatter: a.q_row's scatter (its own
+// instantiations, so that the others keep their code and its size).
+template <InputType kIn, bool kSiluMul, bool kVector, bool kScatter>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a) {
   wait_previous_release_next();
   const int64_t group = int64_t(blockIdx.x) * kGroupsPerBlock + threadIdx.x / kLanesPerGroup;
@@ -112,25 +113,29 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
   uint32_t words[kValuesPerLane / 4];
 #pragma unroll
   for (int i = 0; i < kValuesPerLane / 4; ++i) words[i] = encode4(v + 4 * i, a.format);
-  // The destination rows kCopyBatch at a time, loaded before the stores (which could alias them).
-  for (int32_t c0 = 0; c0 < a.copies_per_row(); c0 += kCopyBatch) {
-    int64_t rows[kCopyBatch];
+  auto store_row = [&](int64_t row) {
+    if (lane == 0) a.scale[row * a.scale_stride_m + kb * a.scale_stride_kb] = s.scale;
+    uint8_t* q = a.q + row * a.q_stride_m + k0;
+    if (kVector) {
+      if (k0 < a.K) *reinterpret_cast<uint4*>(q) = make_uint4(words[0], words[1], words[2], words[3]);
+    } else {
 #pragma unroll
-    for (int i = 0; i < kCopyBatch; ++i)
-      rows[i] = c0 + i < a.copies_per_row() ? destination_row(a, m, c0 + i) : -1;
-#pragma unroll
-    for (int i = 0; i < kCopyBatch; ++i) {
-      if (rows[i] < 0) continue;
-      if (lane == 0) a.scale[rows[i] * a.scale_stride_m + kb * a.scale_stride_kb] = s.scale;
-      uint8_t* q = a.q + rows[i] * a.q_stride_m + k0;
-      if (kVector) {
-        if (k0 < a.K) *reinterpret_cast<uint4*>(q) = make_uint4(words[0], words[1], words[2], words[3]);
-      } else {
-#pragma unroll
-        for (int v = 0; v < kValuesPerLane; ++v)
-          if (k0 + v < a.K) q[v] = uint8_t(words[v / 4] >> (8 * (v % 4)));
-      }
+      for (int i = 0; i < kValuesPerLane; ++i)
+        if (k0 + i < a.K) q[i] = uint8_t(words[i / 4] >> (8 * (i % 4)));
     }
+  };
+  if constexpr (kScatter) {
+    // The destination rows kCopyBatch at a time, loaded before the stores (which could alias them).
+    for (int32_t c0 = 0; c0 < a.copies; c0 += kCopyBatch) {
+      int64_t rows[kCopyBatch];
+#pragma unroll
+      for (int i = 0; i < kCopyBatch; ++i) rows[i] = c0 + i < a.copies ? destination_row(a, m, c0 + i) : -1;
+#pragma unroll
+      for (int i = 0; i < kCopyBatch; ++i)
+        if (rows[i] >= 0) store_row(rows[i]);
+    }
+  } else {
+    store_row(m);
   }
 }
 
@@ -145,21 +150,28 @@ inline bool vector_path(const QuantizeArgs& a) {
 
 using KernelFn = void (*)(QuantizeArgs);
 
+// The scatter is compiled without SiLU-and-mul only (launch_quantize refuses the pair).
 template <InputType kIn, bool kSiluMul>
-KernelFn pick(bool vector) {
-  return vector ? quantize_kernel<kIn, kSiluMul, true> : quantize_kernel<kIn, kSiluMul, false>;
+KernelFn pick(bool vector, bool scatter) {
+  if constexpr (!kSiluMul)
+    if (scatter)
+      return vector ? quantize_kernel<kIn, false, true, true> : quantize_kernel<kIn, false, false, true>;
+  return vector ? quantize_kernel<kIn, kSiluMul, true, false> : quantize_kernel<kIn, kSiluMul, false, false>;
 }
 
 // The kernel for a (its grid is blocks(a) x kThreads).
 inline KernelFn kernel_for(const QuantizeArgs& a) {
-  const bool vector = vector_path(a);
+  const bool vector = vector_path(a), scatter = a.q_row != nullptr;
   switch (a.input) {
     case InputType::BF16:
-      return a.silu_and_mul ? pick<InputType::BF16, true>(vector) : pick<InputType::BF16, false>(vector);
+      return a.silu_and_mul ? pick<InputType::BF16, true>(vector, scatter)
+                            : pick<InputType::BF16, false>(vector, scatter);
     case InputType::F16:
-      return a.silu_and_mul ? pick<InputType::F16, true>(vector) : pick<InputType::F16, false>(vector);
+      return a.silu_and_mul ? pick<InputType::F16, true>(vector, scatter)
+                            : pick<InputType::F16, false>(vector, scatter);
     default:
-      return a.silu_and_mul ? pick<InputType::F32, true>(vector) : pick<InputType::F32, false>(vector);
+      return a.silu_and_mul ? pick<InputType::F32, true>(vector, scatter)
+                            : pick<InputType::F32, false>(vector, scatter);
   }
 }
 
@@ -209,6 +221,8 @@ inline int silu_mul_per_thread(const SiluMulArgs& a, int64_t element_bytes) {
 template <class Launch>
 Status launch_quantize(const QuantizeArgs& a, Launch launch) {
   if (a.M < 0 || a.K < 0) return "quantize: negative size";
+  if (a.q_row != nullptr && a.silu_and_mul)
+    return "quantize: the row scatter is not compiled with SiLU-and-mul";
   if (a.M == 0 || a.K == 0) return kOk;
   if (blocks(a) > int64_t(0x7FFFFFFF)) return "quantize: too many groups for one launch";
   return launch(kernel_for(a), unsigned(blocks(a)), a);

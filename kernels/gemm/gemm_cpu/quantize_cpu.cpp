@@ -20,7 +20,7 @@ Status quantize_cpu(const QuantizeArgs& args) {
         amax = std::max(amax, abs_bits(values[i]));
       }
       const GroupScale s = group_scale(amax, args.format);
-      for (int32_t c = 0; c < args.copies_per_row(); ++c) {
+      for (int32_t c = 0; c < (args.q_row == nullptr ? 1 : args.copies); ++c) {
         const int64_t row = destination_row(args, m, c);
         if (row < 0) continue;
         args.scale[row * args.scale_stride_m + kb * args.scale_stride_kb] = s.scale;

@@ -317,6 +317,7 @@ def bf16_experts(x, ids, weights, w1, s1, w2, s2):
         (24, 4, 5, 256, 192, True),
         (9, 1, 3, 200, 136, False),
         (64, 4, 4, 256, 128, False),  # 64 rows per expert: on Hopper the three launches, each expert on a 64-row tile
+        (12, 10, 16, 256, 128, False),  # top_k 10: the quantization's scatter takes two batches of rows per token
     ],
 )
 def test_fp8_experts_matches_its_pipeline_and_bf16(

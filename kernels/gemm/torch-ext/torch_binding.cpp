@@ -442,30 +442,29 @@ std::vector<int64_t> linear_output_sizes(const at::Tensor& x, int64_t N) {
 struct QuantizeInput {
   const char* op;
   fp8gemm::Fp8Format format;
-  int64_t rows, columns;  // of what x quantizes to
+  int64_t columns;  // of what x quantizes to
 };
 
-// The checks of quantize's inputs, the dtypes first (before anything is allocated); rows: of q.
-QuantizeInput check_quantize_input(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul,
-                                   int64_t rows) {
+// The checks of quantize's inputs, the dtypes first (before anything is allocated).
+QuantizeInput check_quantize_input(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
   const char* op = quantize_op_name(silu_and_mul);
   TORCH_CHECK(x.defined(), op, ": x is an undefined tensor");
   input_type(op, x);
   const fp8gemm::Fp8Format format = fp8_format(op, dtype);
-  const int64_t columns = quantized_columns(op, x, silu_and_mul);
-  return {op, format, rows < 0 ? x.size(0) : rows, columns};
+  return {op, format, quantized_columns(op, x, silu_and_mul)};
 }
 
 }  // namespace
 
 void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul, const at::Tensor& q_row,
                         const at::Tensor& q, const at::Tensor& scale) {
-  const auto [op, format, rows, columns] =
-      check_quantize_input(x, dtype, silu_and_mul, q_row.defined() ? q.size(0) : -1);
+  const auto [op, format, columns] = check_quantize_input(x, dtype, silu_and_mul);
   if (q_row.defined())
     TORCH_CHECK(q_row.scalar_type() == at::kInt && q_row.dim() == 2 && q_row.size(0) == x.size(0) &&
-                    q_row.is_contiguous() && q_row.device() == x.device(),
-                op, ": the row scatter must be contiguous int32 (", x.size(0), ", copies) on x's device");
+                    q_row.is_contiguous() && q_row.device() == x.device() && !silu_and_mul,
+                op, ": the row scatter must be contiguous int32 (", x.size(0),
+                ", copies) on x's device, without SiLU-and-mul");
+  const int64_t rows = q_row.defined() ? q.size(0) : x.size(0);  // of q
   TORCH_CHECK(q.scalar_type() == dtype && q.dim() == 2 && q.size(0) == rows && q.size(1) == columns &&
                   (columns <= 1 || q.stride(1) == 1) && q.device() == x.device(),
               op, ": q must be (", rows, ", ", columns, ") ", dtype, " with contiguous rows on ", x.device(),
@@ -480,8 +479,8 @@ void quantize_rows_into(const at::Tensor& x, at::ScalarType dtype, bool silu_and
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize(const at::Tensor& x, at::ScalarType dtype, bool silu_and_mul) {
-  const auto [op, format, rows, columns] = check_quantize_input(x, dtype, silu_and_mul, -1);
-  auto [q, scale] = empty_quantized(rows, columns, dtype, x.device());
+  const auto [op, format, columns] = check_quantize_input(x, dtype, silu_and_mul);
+  auto [q, scale] = empty_quantized(x.size(0), columns, dtype, x.device());
   const OnDevice on(op, x.device());
   run_quantize(op, x, silu_and_mul, format, quantized_rows(q, scale));
   return {q, scale};
