@@ -18,7 +18,7 @@ constexpr int kCombineColumns = 8;  // columns per thread: one 16-byte bf16 load
 // Rows of the combine's sum whose slot rows and weights, then values, are loaded together.
 constexpr int kCombineBatch = 8;
 
-// f(slot, token, expert) for each slot s = tid, tid + kThreads, ... (fewer than 2^31: the binding
+// f(slot, token, expert) for each slot s = tid, tid + kThreads, ... (fewer than 2^31: launch_route
 // checks, so s + kThreads fits 32 unsigned bits), expert -1 for an id outside [0, experts). 32-bit slot
 // arithmetic: with 64-bit divisions the kernel took 1.5x as long at 4,096 tokens (H200). Batched id
 // loads were faster from 4,096 tokens on and slower at 1 token (DESIGN.md).
@@ -161,6 +161,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const CombineArgs a) 
 template <typename Launcher>
 Status launch_route(const RouteArgs& a, const Launcher& launch) {
   if (a.experts > kMaxExperts) return "route: at most 4096 experts";
+  if (a.slots() > int64_t(0x7FFFFFFF))
+    return "route: at most 2^31 - 1 (token, expert) pairs";  // for_each_slot
   return launch(route_kernel, 1u, a);
 }
 

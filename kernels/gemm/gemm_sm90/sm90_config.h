@@ -138,8 +138,8 @@ constexpr const TunedSmallM* find_small_m(const TunedSmallM (&table)[kEntries], 
   return nullptr;
 }
 
-// The SM90_SMALL_M_H200 entry for the problem, or nullptr. Where one covers M <= 8 the decode
-// kernel declines the problem (decode_takes) and the tiles take it.
+// The SM90_SMALL_M_H200 entry for the problem, or nullptr. Where one covers M, the decode kernel
+// declines the problem (decode_takes) and the tiles take it.
 inline const TunedSmallM* h200_small_m(int64_t M, int64_t N, int64_t K) {
   return find_small_m(kTunedSmallMH200, M, N, K);
 }

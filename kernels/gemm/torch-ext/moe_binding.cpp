@@ -177,9 +177,10 @@ bool one_launch_wanted(const GroupedGemmArgs& g, cudaStream_t stream) {
 }
 #endif
 
-// One launch where the Hopper path takes the problem (on the wgmma tiles where the layout allows; else
-// the streaming kernel inside a CUDA graph capture and for few rows per expert); otherwise one dense
-// GEMM per expert that owns rows, after reading the offsets or counts on the host (a synchronization).
+// The Hopper path where it takes the problem (the wgmma tiles where the layout allows: one launch, or
+// three from 64 rows per expert; else the streaming kernel inside a CUDA graph capture and for few rows
+// per expert); otherwise one dense GEMM per expert that owns rows, after reading the offsets or counts
+// on the host (a synchronization).
 void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const at::Tensor& a_scale,
                  const at::Tensor& row_index, const at::Tensor& expert_rows) {
   const at::Device device = a.device();

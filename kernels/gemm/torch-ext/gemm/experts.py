@@ -3,9 +3,10 @@
 The experts block of a DeepSeek-V3-style MoE layer, ``sum_j w[t, j] * down_e(silu(gate_e(x_t)) *
 up_e(x_t))`` over each token's top-k experts ``e = top_k_index[t, j]``, with FP8 expert weights
 (one float32 scale per 128x128 block) and activations quantized per token and 128 columns:
-:func:`fp8_experts` does it in one op (six launches: routing, the quantization that also scatters
-each token to its rows in expert order, the grouped gate/up GEMM, SiLU-and-mul with quantization, the
-grouped down GEMM, the weighted combine in fp32), and :func:`fp8_experts_forward` runs it on the
+:func:`fp8_experts` does it in one op (six kernels, ten launches on Hopper from 64 rows per expert:
+routing, the quantization that also scatters each token to its rows in expert order, the grouped
+gate/up GEMM, SiLU-and-mul with quantization, the grouped down GEMM, the weighted combine in fp32),
+and :func:`fp8_experts_forward` runs it on the
 state of transformers' ``FP8Experts``, for its ``FP8ExpertsInterface``. On Hopper the grouped GEMMs
 run on wgmma tiles that read the routing on the device: no host synchronization, so the block can be
 captured in a CUDA graph and replayed with other routings. Elsewhere (CPU, ROCm, other CUDA GPUs)
