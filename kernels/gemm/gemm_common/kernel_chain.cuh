@@ -2,7 +2,7 @@
 // What the elementwise GPU kernels (quantization, routing, combine) share, for CUDA (sm_80+) and
 // HIP alike: their block size and how they chain with the kernels around them. Kept apart from
 // quantize_kernel.cuh, whose kernel_for takes the address of every quantization kernel: a
-// translation unit that includes it compiles all eighteen for each GPU it targets.
+// translation unit that includes it compiles all fifteen for each GPU it targets.
 
 namespace fp8gemm::elementwise {
 

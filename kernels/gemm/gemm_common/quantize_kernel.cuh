@@ -72,8 +72,10 @@ __device__ __forceinline__ uint32_t encode4(const float* v, Fp8Format format) {
 }
 
 // kVector: K-contiguous rows, K % 16 == 0, 16-byte aligned input and q rows (the launcher
-// checks); otherwise element by element through the strides. kScatter: a.q_row's scatter (its own
-// instantiations, so that the others keep their code and its size).
+// checks); otherwise element by element through the strides. kScatter: compiled with a.q_row's
+// scatter (a null q_row then stores one copy). The 16-byte kernels without it keep their code and its
+// size; the element-by-element one without SiLU-and-mul is only compiled with it (the general
+// path, rarely hot: fewer kernels to compile).
 template <InputType kIn, bool kSiluMul, bool kVector, bool kScatter>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a) {
   wait_previous_release_next();
@@ -126,10 +128,11 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(const QuantizeArgs a
   };
   if constexpr (kScatter) {
     // The destination rows kCopyBatch at a time, loaded before the stores (which could alias them).
-    for (int32_t c0 = 0; c0 < a.copies; c0 += kCopyBatch) {
+    const int32_t copies = a.q_row == nullptr ? 1 : a.copies;
+    for (int32_t c0 = 0; c0 < copies; c0 += kCopyBatch) {
       int64_t rows[kCopyBatch];
 #pragma unroll
-      for (int i = 0; i < kCopyBatch; ++i) rows[i] = c0 + i < a.copies ? destination_row(a, m, c0 + i) : -1;
+      for (int i = 0; i < kCopyBatch; ++i) rows[i] = c0 + i < copies ? destination_row(a, m, c0 + i) : -1;
 #pragma unroll
       for (int i = 0; i < kCopyBatch; ++i)
         if (rows[i] >= 0) store_row(rows[i]);
@@ -153,10 +156,12 @@ using KernelFn = void (*)(QuantizeArgs);
 // The scatter is compiled without SiLU-and-mul only (launch_quantize refuses the pair).
 template <InputType kIn, bool kSiluMul>
 KernelFn pick(bool vector, bool scatter) {
-  if constexpr (!kSiluMul)
-    if (scatter)
-      return vector ? quantize_kernel<kIn, false, true, true> : quantize_kernel<kIn, false, false, true>;
-  return vector ? quantize_kernel<kIn, kSiluMul, true, false> : quantize_kernel<kIn, kSiluMul, false, false>;
+  if constexpr (kSiluMul)
+    return vector ? quantize_kernel<kIn, true, true, false> : quantize_kernel<kIn, true, false, false>;
+  else
+    return vector ? (scatter ? quantize_kernel<kIn, false, true, true>
+                             : quantize_kernel<kIn, false, true, false>)
+                  : quantize_kernel<kIn, false, false, true>;
 }
 
 // The kernel for a (its grid is blocks(a) x kThreads).
