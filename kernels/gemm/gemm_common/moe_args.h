@@ -16,8 +16,8 @@ namespace fp8gemm {
 
 enum class IndexType : int32_t { I32 = 0, I64 = 1 };
 
-// route: ids (T, top_k) -> offsets (E + 1), row_token (T * top_k: the token of each row; rows
-// from offsets[E] on are left as they were) and slot_row (T * top_k: the row of each slot, -1 for
+// route: ids (T, top_k) -> offsets (E + 1), optionally row_token (T * top_k: the token of each row;
+// rows from offsets[E] on are left as they were) and slot_row (T * top_k: the row of each slot, -1 for
 // a slot without an expert); optionally active (E + 1): active[0] experts own rows, their ids in
 // order from active[1] on. The order of rows inside an expert is unspecified (each row's result
 // does not depend on it).

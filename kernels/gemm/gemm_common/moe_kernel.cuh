@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
       return;
     }
     const int32_t row = atomicAdd(&next_row[e], 1);
-    a.row_token[row] = t;
+    if (a.row_token != nullptr) a.row_token[row] = t;
     a.slot_row[s] = row;
   });
 }

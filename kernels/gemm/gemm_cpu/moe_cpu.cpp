@@ -34,7 +34,7 @@ Status route_cpu(const RouteArgs& args) {
       continue;
     }
     const int32_t row = counts[size_t(id)]++;
-    args.row_token[row] = int32_t(s / args.top_k);
+    if (args.row_token != nullptr) args.row_token[row] = int32_t(s / args.top_k);
     args.slot_row[s] = row;
   }
   return kOk;

@@ -23,9 +23,19 @@ constexpr int kBlockN128 = 128, kBlockN64 = 256, kBlockN192 = 128;
 
 bool aligned(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
+// One launch of the grouped kernel on BM x BN tiles, set up (its shared-memory limit raised, its
+// descriptors encoded) before anything is queued: the split into three launches queues all or, where
+// the driver refuses a setup, none.
+struct TilesLaunch {
+  void (*kernel)(CUtensorMap, CUtensorMap, TilesParams);
+  cudaLaunchConfig_t cfg;
+  CUtensorMap map_a, map_b;
+  TilesParams q;
+};
+
 template <int BM, int BN>
-Status launch(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart part, int device, int num_sms,
-              cudaStream_t stream) {
+Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart part, int device, int num_sms,
+              TilesLaunch* launch) {
   using T = TileShape<BM, BN>;
   auto kernel = grouped_tiles::fp8_grouped_tiles_kernel<BM, BN>;
   static bool raised[kMaxDevices];
@@ -36,21 +46,30 @@ Status launch(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
     cudaGetLastError();
   });
   if (!raised[device]) return "gemm_sm90: cannot raise the grouped kernel's shared-memory limit";
-  CUtensorMap map_a, map_b;
-  if (!make_map(&map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.K, g.rows, g.a_stride_m, kBlockK, BM) ||
-      !make_map(&map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n, kBlockK, BN))
+  if (!make_map(&launch->map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.K, g.rows, g.a_stride_m, kBlockK, BM) ||
+      !make_map(&launch->map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n,
+                kBlockK, BN))
     return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
   q.part = part;
   q.p.tiles_n = int(ceil_div(g.N, BN));
   // At most one partial M-tile per expert beyond the rows' whole tiles.
   const int64_t owners = std::min(g.experts, g.rows);
   const int64_t m_tiles = ceil_div(g.rows, BM) + owners;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(num_sms, m_tiles * q.p.tiles_n))));
-  cfg.blockDim = dim3(T::kThreads);
-  cfg.dynamicSmemBytes = T::kSmemBytes;
-  cfg.stream = stream;
-  if (pdl::launch_programmatic(cfg, kernel, map_a, map_b, q) == cudaSuccess) return kOk;
+  launch->kernel = kernel;
+  launch->cfg = {};
+  launch->cfg.gridDim =
+      dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(num_sms, m_tiles * q.p.tiles_n))));
+  launch->cfg.blockDim = dim3(T::kThreads);
+  launch->cfg.dynamicSmemBytes = T::kSmemBytes;
+  launch->q = q;
+  return kOk;
+}
+
+Status queue(TilesLaunch launch, cudaStream_t stream) {
+  launch.cfg.stream = stream;
+  if (pdl::launch_programmatic(launch.cfg, launch.kernel, launch.map_a, launch.map_b, launch.q) ==
+      cudaSuccess)
+    return kOk;
   cudaGetLastError();
   return "gemm_sm90: grouped kernel launch failed";
 }
@@ -85,18 +104,24 @@ Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaS
   q.masked = g.masked;
   q.capacity = int(g.capacity);
   q.sb_e = g.b_scale_stride_e;
-  if (heights == TileHeights::k64)
-    return launch<64, kBlockN64>(g, q, grouped_tiles::kEveryTile, device, info->num_sms, stream);
-  // Each launch writes other rows than the ones before and follows them (programmatically), so that
-  // whatever waits on this GEMM waits on all three.
-  using grouped_tiles::kMediumRows, grouped_tiles::kSlabRows, grouped_tiles::kTallRows;
-  Status status =
-      launch<kTallRows, kBlockN192>(g, q, grouped_tiles::kTallTiles, device, info->num_sms, stream);
-  if (status == kOk)
-    status =
-        launch<kMediumRows, kBlockN128>(g, q, grouped_tiles::kMediumTiles, device, info->num_sms, stream);
-  if (status == kOk)
-    status = launch<kSlabRows, kBlockN64>(g, q, grouped_tiles::kSlabTile, device, info->num_sms, stream);
+  const int sms = info->num_sms;
+  TilesLaunch launches[3];
+  int count = 0;
+  Status status = kOk;
+  if (heights == TileHeights::k64) {
+    status = set_up<64, kBlockN64>(g, q, grouped_tiles::kEveryTile, device, sms, &launches[count++]);
+  } else {
+    // Each launch writes other rows than the ones before and follows them (programmatically), so that
+    // whatever waits on this GEMM waits on all three.
+    using grouped_tiles::kMediumRows, grouped_tiles::kSlabRows, grouped_tiles::kTallRows;
+    status = set_up<kTallRows, kBlockN192>(g, q, grouped_tiles::kTallTiles, device, sms, &launches[count++]);
+    if (status == kOk)
+      status =
+          set_up<kMediumRows, kBlockN128>(g, q, grouped_tiles::kMediumTiles, device, sms, &launches[count++]);
+    if (status == kOk)
+      status = set_up<kSlabRows, kBlockN64>(g, q, grouped_tiles::kSlabTile, device, sms, &launches[count++]);
+  }
+  for (int i = 0; i < count && status == kOk; ++i) status = queue(launches[i], stream);
   return status;
 }
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from gpu_kernels import gpu_kernels_run, on_hopper
 from reference import Layout, ceil_div, make_gemm_inputs, poisoned_out, verify
 
 # (N, K): N odd; K = 8 * 128 + 16 (a partial last 128-K block); two DeepSeek-V3 shapes;
@@ -61,6 +62,32 @@ def test_tuned_decode_shapes(kernel, device, fp8_dtype, rng, M, nk):
     if device.type != "cuda":
         pytest.skip("the measured decode table is the Hopper path's")
     check_nt(kernel, M, *nk, fp8_dtype, device, rng)
+
+
+def h200_class(device) -> bool:
+    """What the Hopper path takes for an H200 (its SM90_SMALL_M_H200 entries): 132 SMs and more than
+    100 GiB of memory."""
+    props = torch.cuda.get_device_properties(device)
+    return props.multi_processor_count == 132 and props.total_memory > 100 << 30
+
+
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("nk", [(4608, 7168), (7168, 256)], ids=str)
+@pytest.mark.parametrize("M", [1, 8])
+def test_decode_kernel_takes_the_tuned_shapes_but_7168x256_on_the_h200(kernel, device, fp8_dtype, rng, M, nk):
+    """Up to 8 tokens the decode kernel takes the DeepSeek-V3 shapes of its measured table; on an
+    H200-class GPU 7168 x 256 goes to the 64x128 tiles instead, which measured faster there."""
+    if not on_hopper(device):
+        pytest.skip("the decode kernel is the Hopper path's")
+    if os.environ.get("GEMM_FORCE_NO_DECODE") == "1":
+        pytest.skip("GEMM_FORCE_NO_DECODE=1 switches the decode kernel off")
+    N, K = nk
+    a, w, a_scale, w_scale = nt_inputs(M, N, K, fp8_dtype, device, rng)
+    out = poisoned_out(M, N, device)
+    names = gpu_kernels_run(lambda: kernel.gemm_nt(a, w, a_scale, w_scale, out))
+    decode = nk != (7168, 256) or not h200_class(device)
+    assert any("fp8_decode_kernel" in name for name in names) == decode, names
+    assert verify(out, a, w.t(), a_scale.t(), w_scale.t()).ok
 
 
 # The same tables with row-major A scales: the tiles' kernels that read them from global memory.

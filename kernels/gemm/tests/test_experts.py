@@ -10,24 +10,11 @@ quantize op, tested in test_quantize.py) and against bf16 experts on the dequant
 
 import pytest
 import torch
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from gpu_kernels import gpu_kernels_run, on_hopper
 
 BLOCK = 128
 TILES_KERNEL = "fp8_grouped_tiles_kernel"
 STREAMING_KERNEL = "fp8_grouped_kernel"
-
-
-def on_hopper(device) -> bool:
-    return device.type == "cuda" and not torch.version.hip and torch.cuda.get_device_capability(device) == (9, 0)
-
-
-def gpu_kernels_run(fn) -> list[str]:
-    """The names of the GPU kernels fn launches."""
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == DeviceType.CUDA]
 
 
 def run_on_tiles_where_hopper(fn, device, path, launches) -> None:

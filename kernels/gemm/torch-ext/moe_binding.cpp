@@ -57,7 +57,7 @@ using binding::current_hip_stream;
 // ---- routing ----
 
 struct Routing {
-  at::Tensor offsets, row_token, slot_row, active;
+  at::Tensor offsets, row_token, slot_row, active;  // row_token undefined where nothing reads it
 };
 
 int64_t routed_slots(const char* op, const at::Tensor& ids) {
@@ -66,8 +66,8 @@ int64_t routed_slots(const char* op, const at::Tensor& ids) {
   return slots;
 }
 
-// Writes the routing of ids into r (int32: offsets and active (experts + 1), row_token and slot_row
-// (tokens * top_k)).
+// Writes the routing of ids into r (int32: offsets and active (experts + 1), slot_row and, where defined,
+// row_token (tokens * top_k)).
 void run_route(const char* op, const at::Tensor& ids, int64_t experts, const Routing& r) {
   RouteArgs args;
   args.tokens = ids.size(0);
@@ -78,7 +78,7 @@ void run_route(const char* op, const at::Tensor& ids, int64_t experts, const Rou
   args.ids_stride_t = ids.stride(0);
   args.ids_stride_j = ids.stride(1);
   args.offsets = r.offsets.data_ptr<int32_t>();
-  args.row_token = r.row_token.data_ptr<int32_t>();
+  args.row_token = r.row_token.defined() ? r.row_token.data_ptr<int32_t>() : nullptr;
   args.slot_row = r.slot_row.data_ptr<int32_t>();
   args.active = r.active.data_ptr<int32_t>();
   if (ids.device().is_cpu()) {
@@ -455,16 +455,14 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   Carving carving;
   const int64_t at_offsets = carving.reserve(experts + 1, at::kInt),
                 at_active = carving.reserve(experts + 1, at::kInt),
-                at_row_token = carving.reserve(rows, at::kInt), at_slot_row = carving.reserve(rows, at::kInt),
-                at_xq = carving.reserve(rows * hidden, fp8),
+                at_slot_row = carving.reserve(rows, at::kInt), at_xq = carving.reserve(rows * hidden, fp8),
                 at_x_scale = carving.reserve(rows * kb_in, at::kFloat),
                 at_h = carving.reserve(rows * n_in, at::kBFloat16),
                 at_hq = carving.reserve(rows * inner, fp8),
                 at_h_scale = carving.reserve(rows * kb_out, at::kFloat),
                 at_y = carving.reserve(rows * hidden, at::kBFloat16);
   carving.allocate(x.device());
-  const Routing r{carving.piece(at_offsets, at::kInt, {experts + 1}, {1}),
-                  carving.piece(at_row_token, at::kInt, {rows}, {1}),
+  const Routing r{carving.piece(at_offsets, at::kInt, {experts + 1}, {1}), at::Tensor(),  // no row_token
                   carving.piece(at_slot_row, at::kInt, {rows}, {1}),
                   carving.piece(at_active, at::kInt, {experts + 1}, {1})};
   run_route(op, top_k_index, experts, r);
