@@ -24,8 +24,8 @@ constexpr int kBlockN128 = 128, kBlockN64 = 256, kBlockN192 = 128;
 bool aligned(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
 // One launch of the grouped kernel on BM x BN tiles, set up (its shared-memory limit raised, its
-// descriptors encoded) before anything is queued: the split into three launches queues all or, where
-// the driver refuses a setup, none.
+// descriptors encoded) before anything is queued: where the driver refuses a setup, the split into three
+// launches queues none of them (a launch the driver refuses still leaves the ones before it queued).
 struct TilesLaunch {
   void (*kernel)(CUtensorMap, CUtensorMap, TilesParams);
   cudaLaunchConfig_t cfg;

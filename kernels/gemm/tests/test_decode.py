@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from gpu_kernels import gpu_kernels_run, on_hopper
+from gpu_kernels import gpu_kernels_run, hopper_dispatch
 from reference import Layout, ceil_div, make_gemm_inputs, poisoned_out, verify
 
 # (N, K): N odd; K = 8 * 128 + 16 (a partial last 128-K block); two DeepSeek-V3 shapes;
@@ -77,8 +77,10 @@ def h200_class(device) -> bool:
 def test_decode_kernel_takes_the_tuned_shapes_but_7168x256_on_the_h200(kernel, device, fp8_dtype, rng, M, nk):
     """Up to 8 tokens the decode kernel takes the DeepSeek-V3 shapes of its measured table; on an
     H200-class GPU 7168 x 256 goes to the 64x128 tiles instead, which measured faster there."""
-    if not on_hopper(device):
-        pytest.skip("the decode kernel is the Hopper path's")
+    if not hopper_dispatch(kernel, device):
+        pytest.skip("the decode kernel is the Hopper path's (not a Hopper GPU, or the general path forced)")
+    if torch.cuda.get_device_properties(device).multi_processor_count != 132:
+        pytest.skip("the decode kernel's measured table is for GPUs of 132 SMs")
     if os.environ.get("GEMM_FORCE_NO_DECODE") == "1":
         pytest.skip("GEMM_FORCE_NO_DECODE=1 switches the decode kernel off")
     N, K = nk

@@ -10,17 +10,17 @@ quantize op, tested in test_quantize.py) and against bf16 experts on the dequant
 
 import pytest
 import torch
-from gpu_kernels import gpu_kernels_run, on_hopper
+from gpu_kernels import gpu_kernels_run, hopper_dispatch
 
 BLOCK = 128
 TILES_KERNEL = "fp8_grouped_tiles_kernel"
 STREAMING_KERNEL = "fp8_grouped_kernel"
 
 
-def run_on_tiles_where_hopper(fn, device, path, launches) -> None:
-    """fn(); on Hopper's default path it must run the grouped GEMM on the wgmma tiles only, in `launches`
-    launches of distinct tile shapes (3 from 64 rows per expert: the 192-, 128- and 64-row tiles)."""
-    if on_hopper(device) and path == "default":
+def run_on_tiles_where_hopper(kernel, fn, device, launches) -> None:
+    """fn(); through the Hopper path's dispatch it must run the grouped GEMM on the wgmma tiles only, in
+    `launches` launches of distinct tile shapes (3 from 64 rows per expert: the 192-, 128- and 64-row tiles)."""
+    if hopper_dispatch(kernel, device):
         names = gpu_kernels_run(fn)
         tiles = [name for name in names if TILES_KERNEL in name]
         assert len(tiles) == launches and len(set(tiles)) == launches, names
@@ -200,7 +200,7 @@ def test_grouped_contiguous_on_tiles_matches_dense_per_expert(
     offsets = offsets.to(device)
     out = torch.full((rows, n), 7.0, dtype=torch.bfloat16, device=device)
     run_on_tiles_where_hopper(
-        lambda: kernel.grouped_gemm_nt_contiguous(a, a_scale, w, w_scale, offsets, out=out), device, path, launches
+        kernel, lambda: kernel.grouped_gemm_nt_contiguous(a, a_scale, w, w_scale, offsets, out=out), device, launches
     )
     expert_of_row = [e for e, c in enumerate(counts) for _ in range(c)]
     owned = slice(first, rows - 4)
@@ -245,7 +245,7 @@ def test_grouped_masked_writes_only_the_counted_rows(
     counted = torch.tensor(counts, dtype=torch.int32, device=device)
     out = torch.full((experts, capacity, n), 7.0, dtype=torch.bfloat16, device=device)
     run_on_tiles_where_hopper(
-        lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counted, out=out), device, path, launches
+        kernel, lambda: kernel.grouped_gemm_nt_masked(a3, s3, w, w_scale, counted, out=out), device, launches
     )
     deq_w = dequantize_weights(w.cpu(), w_scale.cpu())
     deq_a = dequantize_rows(a.cpu(), a_scale.cpu()).view(experts, capacity, k)
@@ -452,7 +452,7 @@ def test_fp8_experts_graph_replays_new_routings(kernel, device, fp8_dtype, rng, 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = kernel.fp8_experts(x, static_ids, static_weights, w1, s1, w2, s2)
-    if on_hopper(device):  # the capture took the path an eager call takes: the tiles
+    if hopper_dispatch(kernel, device):  # the capture took the path an eager call takes: the tiles
         names = gpu_kernels_run(lambda: kernel.fp8_experts(x, static_ids, static_weights, w1, s1, w2, s2))
         assert any(TILES_KERNEL in name for name in names), names
     for skew in (False, True, False):
