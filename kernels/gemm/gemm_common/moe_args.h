@@ -109,6 +109,10 @@ struct GroupedGemmArgs {
   // Where Hopper's wgmma tiles do not take the layout: the streaming one-launch kernel is wanted even
   // where a host loop of dense GEMMs would be faster (inside a CUDA graph capture; few rows per expert).
   bool one_launch = true;
+  // A was written by the quantization kernel queued just before on the same stream, which waits for
+  // everything queued before it (the routing included) and then lets the next kernel launch: Hopper's
+  // tiles may then read the routing and B before A is ready (GemmArgs::after_quantize).
+  bool after_quantize = false;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
   FP8GEMM_HD int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }

@@ -32,21 +32,47 @@ __device__ __forceinline__ void for_each_slot(const RouteArgs& a, int tid, F&& f
   }
 }
 
-// values[t] becomes the sum of values[0..t) (one thread; kThreads values); returns the total.
-__device__ __forceinline__ int32_t exclusive_scan(int32_t* values) {
-  int32_t running = 0;
-  for (int t = 0; t < kThreads; ++t) {
-    const int32_t v = values[t];
-    values[t] = running;
-    running += v;
+// The block's threads in 32-lane segments (a warp on CUDA, half or all of a wavefront on HIP).
+constexpr int kScanLanes = 32;
+constexpr int kScanSegments = kThreads / kScanLanes;
+
+__device__ __forceinline__ int32_t shuffle_up(int32_t v, int delta) {
+#if defined(__HIP__) || defined(__HIPCC__)
+  return __shfl_up(v, delta, kScanLanes);
+#else
+  return __shfl_up_sync(0xFFFFFFFFu, v, delta, kScanLanes);
+#endif
+}
+
+// The sum of v over the threads before this one (all kThreads threads call it); *total: over all.
+// Shuffles inside each 32-lane segment, then each thread adds the totals of the segments before its
+// own. One thread adding 256 values in turn took about as long as the rest of the kernel at 1 token.
+__device__ __forceinline__ int32_t exclusive_scan(int32_t v, int32_t* total) {
+  __shared__ int32_t segment_total[kScanSegments];
+  const int lane = threadIdx.x % kScanLanes, segment = threadIdx.x / kScanLanes;
+  int32_t inclusive = v;
+#pragma unroll
+  for (int delta = 1; delta < kScanLanes; delta *= 2) {
+    const int32_t before = shuffle_up(inclusive, delta);
+    if (lane >= delta) inclusive += before;
   }
-  return running;
+  if (lane == kScanLanes - 1) segment_total[segment] = inclusive;
+  __syncthreads();
+  int32_t earlier = 0, all = 0;
+#pragma unroll
+  for (int s = 0; s < kScanSegments; ++s) {
+    const int32_t t = segment_total[s];
+    earlier += s < segment ? t : 0;
+    all += t;
+  }
+  __syncthreads();  // segment_total is free for the next scan
+  *total = all;
+  return earlier + inclusive - v;
 }
 
 // One CTA: count the slots per expert, scan the counts into offsets, then hand out rows.
 __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   __shared__ int32_t next_row[kMaxExperts];
-  __shared__ int32_t chunk_sum[kThreads];
   wait_previous_release_next();
   const int tid = threadIdx.x;
   for (int e = tid; e < a.experts; e += kThreads) next_row[e] = 0;
@@ -60,11 +86,9 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
   const int lo = min(tid * per, a.experts), hi = min(lo + per, a.experts);
   int32_t sum = 0;
   for (int e = lo; e < hi; ++e) sum += next_row[e];
-  chunk_sum[tid] = sum;
-  __syncthreads();
-  if (tid == 0) a.offsets[a.experts] = exclusive_scan(chunk_sum);
-  __syncthreads();
-  int32_t offset = chunk_sum[tid], owning = 0;
+  int32_t rows = 0;
+  int32_t offset = exclusive_scan(sum, &rows), owning = 0;
+  if (tid == 0) a.offsets[a.experts] = rows;
   for (int e = lo; e < hi; ++e) {
     const int32_t count = next_row[e];
     a.offsets[e] = offset;
@@ -73,14 +97,11 @@ __global__ void __launch_bounds__(kThreads) route_kernel(const RouteArgs a) {
     owning += count > 0 ? 1 : 0;
   }
   if (a.active != nullptr) {  // the experts that own rows, in id order, after their count
-    __syncthreads();
-    chunk_sum[tid] = owning;
-    __syncthreads();
-    if (tid == 0) a.active[0] = exclusive_scan(chunk_sum);
-    __syncthreads();
-    int32_t at = 1 + chunk_sum[tid];
+    int32_t owners = 0;
+    int32_t at = 1 + exclusive_scan(owning, &owners);
+    if (tid == 0) a.active[0] = owners;
     for (int e = lo; e < hi; ++e)
-      if (a.offsets[e + 1] > a.offsets[e]) a.active[at++] = e;  // offsets written before the barriers above
+      if (a.offsets[e + 1] > a.offsets[e]) a.active[at++] = e;  // offsets written before the scan's barriers
   }
   __syncthreads();
   for_each_slot(a, tid, [&](int32_t s, int32_t t, int32_t e) {

@@ -324,6 +324,7 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
   p.tiles_n = int((g.N + BN - 1) / BN);
   p.num_tiles = p.tiles_m * p.tiles_n;
   p.split = config.split;
+  p.b_before_wait = g.after_quantize && !after_copy;
   // Raster: the CTAs running at once share A tiles across N and B tiles across M. 192-row
   // tiles with K loops of 8 blocks or more run faster when 1536 columns of N tiles (12 of 128,
   // 10 of 144) walk M together, so that their larger A tiles are shared by fewer CTAs

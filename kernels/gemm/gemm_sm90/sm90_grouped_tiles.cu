@@ -104,6 +104,7 @@ Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaS
   q.masked = g.masked;
   q.capacity = int(g.capacity);
   q.sb_e = g.b_scale_stride_e;
+  p.b_before_wait = g.after_quantize;  // the routing too
   const int sms = info->num_sms;
   TilesLaunch launches[3];
   int count = 0;

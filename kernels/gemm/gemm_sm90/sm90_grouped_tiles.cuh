@@ -75,15 +75,20 @@ __device__ __forceinline__ int part_tiles(const TilesParams& q, int count, int* 
   return cut.medium;
 }
 
+// The routing from L2 (l2_only: not through L1, for reads before the kernel's wait) or as usual.
+__device__ __forceinline__ int load_routing(const int32_t* at, bool l2_only) {
+  return l2_only ? __ldcg(at) : *at;
+}
+
 // Expert e's rows: [*first, *first + count), clamped to the rows the layout holds.
-__device__ __forceinline__ int expert_rows(const TilesParams& q, int e, int* first) {
+__device__ __forceinline__ int expert_rows(const TilesParams& q, int e, int* first, bool l2_only) {
   if (q.masked) {
     *first = e * q.capacity;
-    const int count = q.expert_rows[e];
+    const int count = load_routing(q.expert_rows + e, l2_only);
     return count < 0 ? 0 : min(count, q.capacity);
   }
-  const int lo = min(max(q.expert_rows[e], 0), q.p.M);
-  const int hi = min(max(q.expert_rows[e + 1], lo), q.p.M);
+  const int lo = min(max(load_routing(q.expert_rows + e, l2_only), 0), q.p.M);
+  const int hi = min(max(load_routing(q.expert_rows + e + 1, l2_only), lo), q.p.M);
   *first = lo;
   return hi - lo;
 }
@@ -97,11 +102,11 @@ struct ExpertCursor {
 
   // Sets the M-tile's expert, its first row and the expert's row range; false past the last tile.
   __device__ __forceinline__ bool seek(const TilesParams& q, int gm, int lane, int* expert, int* row0,
-                                       int* row_end) {
+                                       int* row_end, bool l2_only = false) {
     for (; e < q.experts; e += 32) {
       const int mine = e + lane;
       int first = 0;
-      const int count = mine < q.experts ? expert_rows(q, mine, &first) : 0;
+      const int count = mine < q.experts ? expert_rows(q, mine, &first, l2_only) : 0;
       int skip = 0;
       const int tiles = part_tiles<BM>(q, count, &skip);
       int inclusive = tiles;
@@ -159,10 +164,13 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     tma_prefetch_desc(&map_b);
   }
   __syncthreads();
-  // Launched programmatically behind the quantization of A (each launch of the three-launch split
-  // behind the one before, which waited for it): the routing and A are ready after this.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
 
+  // Launched programmatically behind the quantization of A (each launch of the three-launch split behind
+  // the one before): A and its scales are ready after the wait. With p.b_before_wait the producer first
+  // finds its first tile and loads that tile's B into the free stages: the quantization waited for every
+  // kernel queued before it (the routing's included) before it let the first launch start, and the others
+  // start after the first, so no kernel still running writes the routing or B. The routing is read from
+  // L2, which those kernels' writes reached as they ended (L1 is not coherent).
   ExpertCursor<BM> cursor;
   int e = 0, row0 = 0, row_end = 0;
   if (wg == 0) {
@@ -170,14 +178,30 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (warp != 0) return;
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
+    int t = blockIdx.x, b_loaded = 0;  // stages of the first tile whose B is in flight
+    bool more = true;
+    if (p.b_before_wait) {
+      more = cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end, true);
+      b_loaded = more ? min(kStages, p.num_kb) : 0;
+      if (lane == 0)
+        for (int kb = 0; kb < b_loaded; ++kb) {
+          mbar_arrive_expect_tx(&full[kb], T::kStageBytes);
+          tma_load_2d(smem_b + kb * BN * kBlockK, &map_b, &full[kb], kb * kBlockK,
+                      e * p.N + (t % p.tiles_n) * BN);
+        }
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (!p.b_before_wait) more = cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end);
+    while (more) {
       if (lane == 0) {
         const int b_row = e * p.N + (t % p.tiles_n) * BN;
         for (int kb = 0; kb < p.num_kb; ++kb) {
-          mbar_wait(&empty[stage], phase ^ 1);
-          mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
+          if (kb >= b_loaded) {
+            mbar_wait(&empty[stage], phase ^ 1);
+            mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
+            tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, b_row);
+          }
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, row0);
-          tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, b_row);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -185,10 +209,14 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         }
       }
       __syncwarp();
+      b_loaded = 0;
+      t += gridDim.x;
+      more = cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end);
     }
     return;
   }
 
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   regs_increase<T::kConsumerRegs>();
   const int tid = threadIdx.x % 128;
   // map_a stands in for the output map, which out's element stores below never use (p.tma_store 0).

@@ -736,8 +736,13 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // The producer thread's loads of K block kb of tile (mb, nb) into `stage`. Only the 192-row
   // kernels carry the hinted loads (see tile_coords), with the L2 policies `first` and `last`.
   const bool stream_a = BM == 192 && p.stream_a;
-  auto load_stage = [&](int stage, int mb, int nb, int kb, uint64_t first, uint64_t last) {
+  // load_b_first: a stage's expected bytes and its B, before the wait; load_stage(b_in_flight) adds A.
+  auto load_b_first = [&](int stage, int nb, int kb) {
     mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
+    tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, nb * BN);
+  };
+  auto load_stage = [&](int stage, int mb, int nb, int kb, uint64_t first, uint64_t last, bool b_in_flight) {
+    if (!b_in_flight) mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
     uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
     uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
     auto load_a = [&](void* dst, const CUtensorMap* map, int c0, int c1) {
@@ -753,6 +758,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       load_a(dst_a, &map_a, kb * kBlockK, mb * BM);
     }
     if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
+    if (b_in_flight) return;
     if (stream_a)
       tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
     else
@@ -784,13 +790,17 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (kAMn && BM == 192) tma_prefetch_desc(&map_a_tail);
     if constexpr (kPreStages > 0) {
       static_assert(BM != 192, "early loads carry no L2 policies");
-      asm volatile("griddepcontrol.wait;" ::: "memory");  // A may be the operand copy or the quantization
+      int mb = 0, nb = 0, count = 0;
       if (unit < p.num_tiles) {
-        int mb, nb;
         tile_coords<BM == 192>(p, unit, mb, nb);
-        for (; pre < kPreStages && kb_begin + pre < kb_end; ++pre)
-          load_stage(pre, mb, nb, kb_begin + pre, 0, 0);
+        count = max(0, min(kPreStages, kb_end - kb_begin));
       }
+      // Behind the quantization of A, B first: that kernel waited for every kernel queued before it
+      // before it let this one launch, so none still running writes B.
+      if (p.b_before_wait)
+        for (int s = 0; s < count; ++s) load_b_first(s, nb, kb_begin + s);
+      asm volatile("griddepcontrol.wait;" ::: "memory");  // A may be the operand copy or the quantization
+      for (; pre < count; ++pre) load_stage(pre, mb, nb, kb_begin + pre, 0, 0, p.b_before_wait);
     }
   }
   __syncthreads();
@@ -817,7 +827,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         tile_coords<BM == 192>(p, t, mb, nb);
         for (int kb = kb_begin + skip; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
-          load_stage(stage, mb, nb, kb, first, last);
+          load_stage(stage, mb, nb, kb, first, last, false);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;

@@ -31,8 +31,10 @@ struct KernelParams {
   int64_t out_sm, out_sn;
   const uint16_t* bias;  // optional bf16 bias[n * bias_stride], added before rounding
   int64_t bias_stride;
-  int tma_store;  // out is row-major with 16-byte rows: stage in smem, TMA store
-  int out_vec4;   // row-major out, 8-byte aligned rows: 4-element stores
+  int tma_store;      // out is row-major with 16-byte rows: stage in smem, TMA store
+  int out_vec4;       // row-major out, 8-byte aligned rows: 4-element stores
+  int b_before_wait;  // launched behind the quantization of A (after_quantize): B, and the routing, may be
+                      // read first
 };
 
 // How a BM x BN tile is laid on the consumer warpgroups (TileShape below explains why); the

@@ -58,6 +58,18 @@ def routing(tokens, top_k, experts, device, rng, skew=False):
     return ids, weights / weights.sum(1, keepdim=True)
 
 
+def sparse_counts(experts: int, owned: dict[int, int]) -> list[int]:
+    """Row counts of `experts` experts, 0 but for the experts in `owned`."""
+    return [owned.get(e, 0) for e in range(experts)]
+
+
+# Few experts with rows among 600: Hopper's tiles find each tile's expert by scanning the counts or
+# offsets 32 experts at a time, from the last expert found on; these owners sit in the first 32, on both
+# sides of a step's end (287 | 288), after empty runs of many steps and at the very end.
+SPARSE_OWNERS = {5: 3, 37: 1, 38: 9, 287: 6, 288: 2, 300: 2, 301: 5, 590: 1, 599: 4}
+SPARSE_TALL_OWNERS = {5: 200, 37: 130, 287: 64, 288: 9, 301: 1, 595: 70, 599: 250}  # a capacity of 200
+
+
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
@@ -184,6 +196,7 @@ def test_grouped_contiguous_matches_dense_per_expert(kernel, device, fp8_dtype, 
         (256, 256, [300, 0, 200, 140, 128, 64, 1, 330], 3),
         (128, 256, [512, 448, 3, 0], 3),  # 512 = 2 x 192 + 128, 448 = 192 + 2 x 128
         (136, 256, [192, 384, 0, 129], 3),  # full 192-row tiles only: 192, 384 = 2 x 192; 129 on one
+        (128, 128, sparse_counts(600, SPARSE_OWNERS), 1),
     ],
 )
 def test_grouped_contiguous_on_tiles_matches_dense_per_expert(
@@ -229,6 +242,8 @@ def test_grouped_contiguous_takes_an_expanded_a(kernel, device, fp8_dtype, rng, 
         (40, 256, 384, [0, 40, 9, 100], "m-contiguous", 1),
         (9, 128, 256, [0, 9, 2, 20], "row-major", 1),
         (200, 128, 256, [0, 200, 130, 64, 250], "m-contiguous", 3),  # 192-, 128- and 64-row tiles
+        (200, 128, 128, sparse_counts(600, SPARSE_TALL_OWNERS), "m-contiguous", 3),
+        (9, 128, 128, sparse_counts(600, SPARSE_OWNERS), "m-contiguous", 1),
     ],
 )
 def test_grouped_masked_writes_only_the_counted_rows(
@@ -463,6 +478,27 @@ def test_fp8_experts_graph_replays_new_routings(kernel, device, fp8_dtype, rng, 
         graph.replay()
         expected = kernel.fp8_experts(x, new_ids, new_weights, w1, s1, w2, s2)
         torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+@needs_cuda
+@pytest.mark.kernels_ci
+def test_fp8_experts_reads_weights_written_just_before(kernel, device, fp8_dtype, rng):
+    """On Hopper the grouped GEMMs behind the quantizations load weights before they wait for them:
+    weights copied in just before the call (no synchronize) must still be the ones multiplied."""
+    hidden, inner, experts, top_k = 512, 256, 8, 4
+    w1, s1 = random_experts(kernel, experts, 2 * inner, hidden, device, fp8_dtype, rng)
+    w2, s2 = random_experts(kernel, experts, hidden, inner, device, fp8_dtype, rng)
+    written1, written2 = torch.empty_like(w1), torch.empty_like(w2)
+    for tokens in (1, 128):  # 64-row tiles; the 192-, 128- and 64-row launches
+        x = torch.randn(tokens, hidden, generator=rng, device=device).to(torch.bfloat16)
+        ids, weights = routing(tokens, top_k, experts, device, rng)
+        expected = kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2)
+        torch.cuda.synchronize()
+        for _ in range(5):
+            for written, w in ((written1, w1), (written2, w2)):
+                written.view(torch.uint8).zero_()
+                written.view(torch.uint8).copy_(w.view(torch.uint8))
+            assert torch.equal(kernel.fp8_experts(x, ids, weights, written1, s1, written2, s2), expected)
 
 
 @needs_cuda

@@ -476,6 +476,7 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   const at::Tensor xq = carving.piece(at_xq, fp8, {rows, hidden}, {hidden, 1}),
                    x_scale = carving.piece(at_x_scale, at::kFloat, {rows, kb_in}, {1, rows});
   quantize_rows_into(x, fp8, false, r.slot_row.view({tokens, top_k_index.size(1)}), xq, x_scale);
+  g1.after_quantize = hidden > 0;  // quantize_rows_into queued its kernel last
   run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
 
   const at::Tensor hq = carving.piece(at_hq, fp8, {rows, inner}, {inner, 1}),
@@ -485,6 +486,7 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
   g2.active = r.active.data_ptr<int32_t>();
+  g2.after_quantize = inner > 0;
   run_grouped(op, g2, hq, h_scale, at::Tensor(), r.offsets);
   return combine(op, y, r.slot_row, top_k_weights, x.scalar_type());
 }
