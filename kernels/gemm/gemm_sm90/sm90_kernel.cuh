@@ -796,7 +796,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         count = max(0, min(kPreStages, kb_end - kb_begin));
       }
       // Behind the quantization of A, B first: that kernel waited for every kernel queued before it
-      // before it let this one launch, so none still running writes B.
+      // before it let this one launch, so none still running writes B. (Not in the kernels of three
+      // consumer warpgroups, which issue no early loads: there p.b_before_wait changes nothing.)
       if (p.b_before_wait)
         for (int s = 0; s < count; ++s) load_b_first(s, nb, kb_begin + s);
       asm volatile("griddepcontrol.wait;" ::: "memory");  // A may be the operand copy or the quantization
@@ -807,9 +808,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // The peer may arrive on our barriers once they are initialised (see the consumers).
   if (kSplit && pushes_split_partials(BM, BN, p.split)) cluster_arrive_relaxed();
   // Launched right after the operand copy or the quantization of A (programmatic dependent
-  // launch): everything above but thread 0's first loads (which wait for it themselves) overlaps
-  // that kernel's tail; nothing below reads or writes global memory before it is done. Without
-  // that launch attribute this returns at once.
+  // launch): everything above overlaps that kernel's tail, thread 0's first loads included (their
+  // B before its own wait behind the quantization, their A after it); nothing below reads or writes
+  // global memory before it is done. Without that launch attribute this returns at once.
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {

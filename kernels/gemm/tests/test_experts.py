@@ -489,7 +489,7 @@ def test_fp8_experts_reads_weights_written_just_before(kernel, device, fp8_dtype
     w1, s1 = random_experts(kernel, experts, 2 * inner, hidden, device, fp8_dtype, rng)
     w2, s2 = random_experts(kernel, experts, hidden, inner, device, fp8_dtype, rng)
     written1, written2 = torch.empty_like(w1), torch.empty_like(w2)
-    for tokens in (1, 128):  # 64-row tiles; the 192-, 128- and 64-row launches
+    for tokens in (1, 128):  # 64-row tiles; the three launches of 192-, 128- and 64-row tiles
         x = torch.randn(tokens, hidden, generator=rng, device=device).to(torch.bfloat16)
         ids, weights = routing(tokens, top_k, experts, device, rng)
         expected = kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2)
@@ -499,6 +499,30 @@ def test_fp8_experts_reads_weights_written_just_before(kernel, device, fp8_dtype
                 written.view(torch.uint8).zero_()
                 written.view(torch.uint8).copy_(w.view(torch.uint8))
             assert torch.equal(kernel.fp8_experts(x, ids, weights, written1, s1, written2, s2), expected)
+
+
+@needs_cuda
+@pytest.mark.kernels_ci
+@pytest.mark.parametrize("tokens,experts", [(64, 32), (512, 16)])  # 8 rows per expert; about 128
+def test_fp8_experts_equals_its_ops_one_by_one(kernel, device, fp8_dtype, rng, tokens, experts):
+    """fp8_experts bit for bit against the same steps as separate ops (routing, quantization, the
+    grouped GEMMs on rows gathered in expert order, SiLU-and-mul with quantization, combine). On Hopper
+    the op's GEMMs load their first stages' weights before they wait for the quantization, the separate
+    ones do not; with more K blocks than pipeline stages and more tiles than SMs, every CTA goes on
+    past those stages and to further tiles."""
+    hidden, inner, top_k = 1536, 1024, 4
+    w1, s1 = random_experts(kernel, experts, 2 * inner, hidden, device, fp8_dtype, rng)
+    w2, s2 = random_experts(kernel, experts, hidden, inner, device, fp8_dtype, rng)
+    x = torch.randn(tokens, hidden, generator=rng, device=device).to(torch.bfloat16)
+    ids, weights = routing(tokens, top_k, experts, device, rng)
+    offsets, row_token, slot_row = kernel.moe_route(ids, experts)
+    xq, xs = kernel.quantize_per_token_group(x, BLOCK, fp8_dtype)
+    token = row_token.long()
+    h = kernel.grouped_gemm_nt_contiguous(xq[token], xs[token], w1, s1, offsets)
+    hq, hs = kernel.silu_and_mul_quantize(h, fp8_dtype)
+    y = kernel.grouped_gemm_nt_contiguous(hq, hs, w2, s2, offsets)
+    expected = kernel.moe_combine(y, slot_row, weights, torch.bfloat16)
+    assert torch.equal(kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2), expected)
 
 
 @needs_cuda
