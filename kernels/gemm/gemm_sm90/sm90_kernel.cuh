@@ -736,15 +736,13 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // The producer thread's loads of K block kb of tile (mb, nb) into `stage`. Only the 192-row
   // kernels carry the hinted loads (see tile_coords), with the L2 policies `first` and `last`.
   const bool stream_a = BM == 192 && p.stream_a;
-  // load_b_first: a stage's expected bytes and its B, before the wait; load_stage(b_in_flight) adds A.
-  auto load_b_first = [&](int stage, int nb, int kb) {
+  // A stage's expected bytes, its A (with the A scales) and its B apart: behind the quantization the
+  // first stages' B goes before the wait, their A after it.
+  auto expect_stage = [&](int stage) {
     mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
-    tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, nb * BN);
   };
-  auto load_stage = [&](int stage, int mb, int nb, int kb, uint64_t first, uint64_t last, bool b_in_flight) {
-    if (!b_in_flight) mbar_arrive_expect_tx(&full[stage], T::kStageBytes + (kSaSmem ? BM * 4 : 0));
+  auto load_a_part = [&](int stage, int mb, int kb, uint64_t first) {
     uint8_t* const dst_a = smem_a + stage * BM * kBlockK;
-    uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
     auto load_a = [&](void* dst, const CUtensorMap* map, int c0, int c1) {
       if (stream_a)
         tma_load_2d_hint(dst, map, &full[stage], c0, c1, first);
@@ -758,7 +756,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       load_a(dst_a, &map_a, kb * kBlockK, mb * BM);
     }
     if (kSaSmem) tma_load_2d(smem_sa + stage * BM, &map_sa, &full[stage], mb * BM, kb);
-    if (b_in_flight) return;
+  };
+  auto load_b_part = [&](int stage, int nb, int kb, uint64_t last) {
+    uint8_t* const dst_b = smem_b + stage * BN * kBlockK;
     if (stream_a)
       tma_load_2d_hint(dst_b, &map_b, &full[stage], kb * kBlockK, nb * BN, last);
     else
@@ -795,13 +795,17 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         tile_coords<BM == 192>(p, unit, mb, nb);
         count = max(0, min(kPreStages, kb_end - kb_begin));
       }
-      // Behind the quantization of A, B first: that kernel waited for every kernel queued before it
-      // before it let this one launch, so none still running writes B. (Not in the kernels of three
-      // consumer warpgroups, which issue no early loads: there p.b_before_wait changes nothing.)
-      if (p.b_before_wait)
-        for (int s = 0; s < count; ++s) load_b_first(s, nb, kb_begin + s);
+      // B before the wait behind the quantization of A: that kernel waited for every kernel queued
+      // before it before it let this one launch, so none still running writes B. Behind an operand
+      // copy after it. (Not in the kernels of three consumer warpgroups, which issue no early loads:
+      // there p.b_before_wait changes nothing.) A second wait returns at once.
+      if (!p.b_before_wait) asm volatile("griddepcontrol.wait;" ::: "memory");
+      for (int s = 0; s < count; ++s) {
+        expect_stage(s);
+        load_b_part(s, nb, kb_begin + s, 0);
+      }
       asm volatile("griddepcontrol.wait;" ::: "memory");  // A may be the operand copy or the quantization
-      for (; pre < count; ++pre) load_stage(pre, mb, nb, kb_begin + pre, 0, 0, p.b_before_wait);
+      for (; pre < count; ++pre) load_a_part(pre, mb, kb_begin + pre, 0);
     }
   }
   __syncthreads();
@@ -828,7 +832,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         tile_coords<BM == 192>(p, t, mb, nb);
         for (int kb = kb_begin + skip; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
-          load_stage(stage, mb, nb, kb, first, last, false);
+          expect_stage(stage);
+          load_a_part(stage, mb, kb, first);
+          load_b_part(stage, nb, kb, last);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
