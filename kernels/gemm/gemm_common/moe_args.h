@@ -113,6 +113,13 @@ struct GroupedGemmArgs {
   // everything queued before it (the routing included) and then lets the next kernel launch: Hopper's
   // tiles may then read the routing and B before A is ready (GemmArgs::after_quantize).
   bool after_quantize = false;
+  // Set: SiLU-and-mul with quantization in the GEMM (Hopper's 64-row tiles only; grouped_gemm_cuda
+  // launches nothing otherwise): b's rows [0, N/2) are the gate and [N/2, N) the up projection, out is
+  // not written, and silu_q[r, c] (e4m3fn, N/2 columns) with silu_scale[r * stride_m + c / 128 *
+  // stride_kb] get what the quantization of SiLU-and-mul of out's bf16 rows would give.
+  uint8_t* silu_q = nullptr;
+  float* silu_scale = nullptr;
+  int64_t silu_q_stride_m = 0, silu_scale_stride_m = 0, silu_scale_stride_kb = 0;
 
   FP8GEMM_HD int64_t k_blocks() const { return ceil_div(K, kScaleBlock); }
   FP8GEMM_HD int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }

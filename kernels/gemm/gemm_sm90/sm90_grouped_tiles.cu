@@ -33,11 +33,11 @@ struct TilesLaunch {
   TilesParams q;
 };
 
-template <int BM, int BN>
+template <int BM, int BN, bool kSiluQuant = false>
 Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart part, int device, int num_sms,
               TilesLaunch* launch) {
   using T = TileShape<BM, BN>;
-  auto kernel = grouped_tiles::fp8_grouped_tiles_kernel<BM, BN>;
+  auto kernel = grouped_tiles::fp8_grouped_tiles_kernel<BM, BN, kSiluQuant>;
   static bool raised[kMaxDevices];
   static std::once_flag once[kMaxDevices];
   std::call_once(once[device], [&] {
@@ -48,10 +48,10 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
   if (!raised[device]) return "gemm_sm90: cannot raise the grouped kernel's shared-memory limit";
   if (!make_map(&launch->map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.K, g.rows, g.a_stride_m, kBlockK, BM) ||
       !make_map(&launch->map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n,
-                kBlockK, BN))
+                kBlockK, kSiluQuant ? BN / 2 : BN))
     return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
   q.part = part;
-  q.p.tiles_n = int(ceil_div(g.N, BN));
+  q.p.tiles_n = int(kSiluQuant ? g.N / BN : ceil_div(g.N, BN));  // kSiluQuant: N / 2 columns out, 128 a tile
   // At most one partial M-tile per expert beyond the rows' whole tiles.
   const int64_t owners = std::min(g.experts, g.rows);
   const int64_t m_tiles = ceil_div(g.rows, BM) + owners;
@@ -75,6 +75,11 @@ Status queue(TilesLaunch launch, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool grouped_tiles_take_silu(const GroupedGemmArgs& g) {
+  return grouped_tiles_take(g) && g.N % 256 == 0 && g.silu_scale != nullptr && aligned(g.silu_q, 4) &&
+         g.silu_q_stride_m % 4 == 0;
+}
 
 bool grouped_tiles_take(const GroupedGemmArgs& g) {
   constexpr int64_t kMaxIndex = int64_t(1) << 30;
@@ -104,12 +109,21 @@ Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaS
   q.masked = g.masked;
   q.capacity = int(g.capacity);
   q.sb_e = g.b_scale_stride_e;
+  q.silu_q = g.silu_q;
+  q.silu_q_sm = g.silu_q_stride_m;
+  q.silu_scale = g.silu_scale;
+  q.silu_scale_sm = g.silu_scale_stride_m;
+  q.silu_scale_skb = g.silu_scale_stride_kb;
   p.b_before_wait = g.after_quantize;  // the routing too
   const int sms = info->num_sms;
   TilesLaunch launches[3];
   int count = 0;
   Status status = kOk;
-  if (heights == TileHeights::k64) {
+  if (g.silu_q != nullptr) {
+    if (heights != TileHeights::k64 || !grouped_tiles_take_silu(g))
+      return "gemm_sm90: SiLU-and-mul in the grouped GEMM needs its 64-row tiles";
+    status = set_up<64, kBlockN64, true>(g, q, grouped_tiles::kEveryTile, device, sms, &launches[count++]);
+  } else if (heights == TileHeights::k64) {
     status = set_up<64, kBlockN64>(g, q, grouped_tiles::kEveryTile, device, sms, &launches[count++]);
   } else {
     // Each launch writes other rows than the ones before and follows them (programmatically), so that

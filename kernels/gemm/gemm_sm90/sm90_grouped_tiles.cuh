@@ -22,7 +22,8 @@
 // the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
 // (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e. The scales are
 // read from global memory a few blocks ahead (any strides). Results leave through row-bounded
-// 4-byte stores.
+// 4-byte stores, or, with SiLU-and-mul in the epilogue (kSiluQuant), as 4-byte stores of FP8 codes
+// and one scale per row and 128 columns.
 #include <cuda_bf16.h>
 
 #include "gemm_sm90/sm90_kernel.cuh"
@@ -61,6 +62,11 @@ struct TilesParams {
   int capacity;  // masked only
   int part;      // TilePart
   int64_t sb_e;  // B scales of expert e: p.b_scale + e * sb_e
+  // kSiluQuant: where SiLU-and-mul's quantized rows go (GroupedGemmArgs::silu_q); p.out is not written.
+  uint8_t* silu_q;
+  int64_t silu_q_sm;
+  float* silu_scale;
+  int64_t silu_scale_sm, silu_scale_skb;
 };
 
 // An expert's M-tiles under q.part, given its row count; *skip: rows before its first tile.
@@ -133,13 +139,80 @@ struct ExpertCursor {
   }
 };
 
-template <int BM, int BN>
+// Two e4m3fn codes, lo in the low byte (the hardware's saturating conversion, as quantize_kernel's).
+__device__ __forceinline__ uint16_t e4m3fn_pair(float lo, float hi) {
+  uint16_t codes;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(codes) : "f"(hi), "f"(lo));
+  return codes;
+}
+
+// The kSiluQuant epilogue of one tile. The gate warpgroup (wg_n 0) holds the tile's 128 gate columns, the
+// up warpgroup the same 128 up columns: each leaves its bf16 values (the GEMM's bf16 output) in its table
+// of shared memory, [64 rows][64 words of two columns], the words XORed with 4 * (row % 8) so that the
+// fragments' writes and the rows' reads meet no bank conflict. Then each of the 8 warps takes whole rows,
+// 4 columns per lane: only the tile's real rows cost SiLU and division (with all 64 rows' arithmetic in
+// the fragments, the epilogue took 8 of 77 us at one row per expert), and each row's 128 codes leave in
+// one 128-byte store.
+constexpr int kSiluBarrier = 2;  // named barrier of the two consumer warpgroups (the grouped kernel
+                                 // uses no other from 1 to 4)
+template <class C>
+__device__ __forceinline__ void silu_quantize(const C& c, const typename C::Acc& acc, const TilesParams& q,
+                                              uint32_t* tables, int row0, int row_end, int n0, int lane) {
+  constexpr int kWords = 64;  // per row: 128 bf16 columns
+  const int rows = min(64, row_end - row0);
+  named_barrier(kSiluBarrier, 2 * 128);  // both warpgroups have read the previous tile's tables
+  uint32_t* const table = tables + c.wg_n * 64 * kWords;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = c.frag_row + 8 * h;
+    if (row >= rows) continue;
+#pragma unroll
+    for (int j = 0; j < C::kWN / 8; ++j)
+      table[row * kWords + ((4 * j + lane % 4) ^ 4 * (row % 8))] =
+          pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+  }
+  named_barrier(kSiluBarrier, 2 * 128);
+  const float limit = fp8_max(Fp8Format::E4M3FN);
+  for (int row = c.wg_n * 4 + c.warp; row < rows; row += 8) {
+    const int word = row * kWords + ((2 * lane) ^ 4 * (row % 8));
+    const uint2 gate = *reinterpret_cast<const uint2*>(tables + word);
+    const uint2 up = *reinterpret_cast<const uint2*>(tables + 64 * kWords + word);
+    const uint32_t g[4] = {gate.x << 16, gate.x & 0xffff0000u, gate.y << 16, gate.y & 0xffff0000u};
+    const uint32_t u[4] = {up.x << 16, up.x & 0xffff0000u, up.y << 16, up.y & 0xffff0000u};
+    float v[4];
+    uint32_t amax = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[i] = silu_mul(__uint_as_float(g[i]), __uint_as_float(u[i]));
+      amax = max(amax, abs_bits(v[i]));
+    }
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, d));
+    const GroupScale s = group_scale(amax, Fp8Format::E4M3FN);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = clamp_quotient(FP8GEMM_DIV_RN(v[i], s.divisor), limit);
+    const int64_t gr = int64_t(row0) + row;
+    *reinterpret_cast<uint32_t*>(q.silu_q + gr * q.silu_q_sm + n0 + 4 * lane) =
+        uint32_t(e4m3fn_pair(v[0], v[1])) | uint32_t(e4m3fn_pair(v[2], v[3])) << 16;
+    if (lane == 0) q.silu_scale[gr * q.silu_scale_sm + int64_t(n0 / 128) * q.silu_scale_skb] = s.scale;
+  }
+}
+
+// kSiluQuant: each tile covers 128 columns of SiLU-and-mul's output, n0 to n0 + 128; its B tile holds, per
+// stage, B rows n0 to n0 + 128 of the gate half ([0, N/2)) and the same rows of the up half ([N/2, N)), so
+// that the first consumer warpgroup multiplies the gate columns and the second the up columns. The
+// epilogue (silu_quantize) rounds them to bf16 (as the GEMM's bf16 output would be), takes SiLU-and-mul
+// and quantizes the 128 columns of each row as one group, exactly as quantize_kernel does from those bf16
+// values.
+template <int BM, int BN, bool kSiluQuant>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     fp8_grouped_tiles_kernel(const __grid_constant__ CUtensorMap map_a,
                              const __grid_constant__ CUtensorMap map_b, const TilesParams q) {
   using T = TileShape<BM, BN>;
   using C = Consumer<BM, BN, false, false, false>;
+  static_assert(!kSiluQuant || (BM == 64 && BN == 256), "SiLU-and-mul on the 64x256 tiles");
   constexpr int kStages = T::kStages;
+  constexpr int kTileCols = kSiluQuant ? BN / 2 : BN;  // output columns per tile
   const KernelParams& p = q.p;
 
   extern __shared__ uint8_t smem_raw[];
@@ -173,6 +246,17 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // L2, which those kernels' writes reached as they ended (L1 is not coherent).
   ExpertCursor<BM> cursor;
   int e = 0, row0 = 0, row_end = 0;
+  // The B rows of tile t's stage for K block kb.
+  auto load_b = [&](int stage, int kb, int t) {
+    uint8_t* const dst = smem_b + stage * BN * kBlockK;
+    const int b_row = e * p.N + (t % p.tiles_n) * kTileCols;
+    if constexpr (kSiluQuant) {
+      tma_load_2d(dst, &map_b, &full[stage], kb * kBlockK, b_row);
+      tma_load_2d(dst + 128 * kBlockK, &map_b, &full[stage], kb * kBlockK, b_row + p.N / 2);
+    } else {
+      tma_load_2d(dst, &map_b, &full[stage], kb * kBlockK, b_row);
+    }
+  };
   if (wg == 0) {
     regs_decrease<T::kProducerRegs>();
     if (warp != 0) return;
@@ -186,20 +270,18 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       if (lane == 0)
         for (int kb = 0; kb < b_loaded; ++kb) {
           mbar_arrive_expect_tx(&full[kb], T::kStageBytes);
-          tma_load_2d(smem_b + kb * BN * kBlockK, &map_b, &full[kb], kb * kBlockK,
-                      e * p.N + (t % p.tiles_n) * BN);
+          load_b(kb, kb, t);
         }
     }
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (!p.b_before_wait) more = cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end);
     while (more) {
       if (lane == 0) {
-        const int b_row = e * p.N + (t % p.tiles_n) * BN;
         for (int kb = 0; kb < p.num_kb; ++kb) {
           if (kb >= b_loaded) {
             mbar_wait(&empty[stage], phase ^ 1);
             mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
-            tma_load_2d(smem_b + stage * BN * kBlockK, &map_b, &full[stage], kb * kBlockK, b_row);
+            load_b(stage, kb, t);
           }
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, row0);
           if (++stage == kStages) {
@@ -225,8 +307,8 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   c.hand_first_turn();
   const int frag_col = 2 * (lane % 4);
   for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
-    const int n0 = (t % p.tiles_n) * BN;
-    const int col0 = n0 + c.wg_n * C::kWN;
+    const int n0 = (t % p.tiles_n) * kTileCols;
+    const int col0 = n0 + c.wg_n * (kSiluQuant ? p.N / 2 : C::kWN);  // the B rows of the warpgroup
     typename C::ScaleFeed feed = c.scale_feed(row0 + c.wg_m * 64 + c.frag_row, col0, 0);
 #pragma unroll
     for (int i = 0; i < C::kSc - 2; ++i) feed.sb[i] += e * q.sb_e;
@@ -234,15 +316,19 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       c.template accumulate_tile<decltype(col_in_block)::value>(acc, feed, 0, p.num_kb);
     };
     with_crossing_class<T>(col0 % 128, k_loop);
+    if constexpr (kSiluQuant) {
+      silu_quantize(c, acc, q, reinterpret_cast<uint32_t*>(smem_c), row0, row_end, n0, lane);
+    } else {
 #pragma unroll
-    for (int j = 0; j < C::kWN / 8; ++j) {
-      const int gc = col0 + 8 * j + frag_col;
+      for (int j = 0; j < C::kWN / 8; ++j) {
+        const int gc = col0 + 8 * j + frag_col;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int gr = row0 + c.wg_m * 64 + c.frag_row + 8 * h;
-        if (gr < row_end && gc < p.N)
-          *reinterpret_cast<uint32_t*>(p.out + int64_t(gr) * p.out_sm + gc) =
-              pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        for (int h = 0; h < 2; ++h) {
+          const int gr = row0 + c.wg_m * 64 + c.frag_row + 8 * h;
+          if (gr < row_end && gc < p.N)
+            *reinterpret_cast<uint32_t*>(p.out + int64_t(gr) * p.out_sm + gc) =
+                pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        }
       }
     }
   }

@@ -12,6 +12,9 @@ namespace fp8gemm::sm90 {
 // each expert's weights one (N, K) block of 16-byte aligned rows; N a multiple of 8, K of 16; row-major
 // bf16 out. The scales may have any strides.
 bool grouped_tiles_take(const GroupedGemmArgs& g);
+// And SiLU-and-mul with quantization in it (GroupedGemmArgs::silu_q): N a multiple of 256, 4-byte aligned
+// rows of codes.
+bool grouped_tiles_take_silu(const GroupedGemmArgs& g);
 
 enum class TileHeights {
   k64,     // 64-row tiles

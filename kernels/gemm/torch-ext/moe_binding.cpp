@@ -177,6 +177,29 @@ bool one_launch_wanted(const GroupedGemmArgs& g, cudaStream_t stream) {
 }
 #endif
 
+// The gate/up GEMM with SiLU-and-mul and its quantization in it, into hq and h_scale (Hopper's 64-row
+// tiles, e4m3fn); false where nothing was launched: the caller then runs the GEMM and the quantization.
+bool run_grouped_silu(const char* op, GroupedGemmArgs g, const at::Tensor& a, const at::Tensor& a_scale,
+                      const at::Tensor& hq, const at::Tensor& h_scale) {
+#if defined(CUDA_KERNEL)
+  if (!a.device().is_cuda() || hq.scalar_type() != at::kFloat8_e4m3fn) return false;
+  set_a(g, a, a_scale, at::Tensor());
+  g.a_rows = a.size(0);
+  if (g.rows == 0 || g.N == 0) return false;
+  g.silu_q = static_cast<uint8_t*>(hq.data_ptr());
+  g.silu_q_stride_m = hq.stride(0);
+  g.silu_scale = h_scale.data_ptr<float>();
+  g.silu_scale_stride_m = h_scale.stride(0);
+  g.silu_scale_stride_kb = h_scale.stride(1);
+  bool launched = false;
+  check_status(op, fp8gemm::grouped_gemm_cuda(g, c10::cuda::getCurrentCUDAStream(), &launched));
+  return launched;
+#else
+  (void)op, (void)g, (void)a, (void)a_scale, (void)hq, (void)h_scale;
+  return false;
+#endif
+}
+
 // The Hopper path where it takes the problem (the wgmma tiles where the layout allows: one launch, or
 // three from 64 rows per expert; else the streaming kernel inside a CUDA graph capture and for few rows
 // per expert); otherwise one dense GEMM per expert that owns rows, after reading the offsets or counts
@@ -477,15 +500,18 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
                    x_scale = carving.piece(at_x_scale, at::kFloat, {rows, kb_in}, {1, rows});
   quantize_rows_into(x, fp8, false, r.slot_row.view({tokens, top_k_index.size(1)}), xq, x_scale);
   g1.after_quantize = hidden > 0;  // quantize_rows_into queued its kernel last
-  run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
-
   const at::Tensor hq = carving.piece(at_hq, fp8, {rows, inner}, {inner, 1}),
                    h_scale = carving.piece(at_h_scale, at::kFloat, {rows, kb_out}, {1, rows});
-  quantize_rows_into(gated ? h : at::silu(h), fp8, gated, at::Tensor(), hq, h_scale);
+  if (!gated || !run_grouped_silu(op, g1, xq, x_scale, hq, h_scale)) {
+    run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
+    quantize_rows_into(gated ? h : at::silu(h), fp8, gated, at::Tensor(), hq, h_scale);
+  }
   at::Tensor y = carving.piece(at_y, at::kBFloat16, {rows, hidden}, {hidden, 1});
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
   g2.active = r.active.data_ptr<int32_t>();
+  // Behind the quantization, or behind the gate/up GEMM that took SiLU-and-mul in (which starts behind the
+  // first quantization): no kernel that may still run writes down_proj or the routing.
   g2.after_quantize = inner > 0;
   run_grouped(op, g2, hq, h_scale, at::Tensor(), r.offsets);
   return combine(op, y, r.slot_row, top_k_weights, x.scalar_type());
