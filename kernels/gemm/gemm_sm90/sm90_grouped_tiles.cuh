@@ -146,15 +146,17 @@ __device__ __forceinline__ uint16_t e4m3fn_pair(float lo, float hi) {
   return codes;
 }
 
+// Named barrier of the two consumer warpgroups in the kSiluQuant epilogue: the grouped kernel uses no other
+// from 1 to 4 (the Consumer's turns are 5 and 6).
+constexpr int kSiluBarrier = 2;
+
 // The kSiluQuant epilogue of one tile. The gate warpgroup (wg_n 0) holds the tile's 128 gate columns, the
 // up warpgroup the same 128 up columns: each leaves its bf16 values (the GEMM's bf16 output) in its table
 // of shared memory, [64 rows][64 words of two columns], the words XORed with 4 * (row % 8) so that the
 // fragments' writes and the rows' reads meet no bank conflict. Then each of the 8 warps takes whole rows,
 // 4 columns per lane: only the tile's real rows cost SiLU and division (with all 64 rows' arithmetic in
-// the fragments, the epilogue took 8 of 77 us at one row per expert), and each row's 128 codes leave in
+// the fragments, the epilogue took 8 of 77-80 us at one row per expert), and each row's 128 codes leave in
 // one 128-byte store.
-constexpr int kSiluBarrier = 2;  // named barrier of the two consumer warpgroups (the grouped kernel
-                                 // uses no other from 1 to 4)
 template <class C>
 __device__ __forceinline__ void silu_quantize(const C& c, const typename C::Acc& acc, const TilesParams& q,
                                               uint32_t* tables, int row0, int row_end, int n0, int lane) {
@@ -305,7 +307,6 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   C c(map_a, p, smem, full, empty, nullptr, nullptr, 0, tid, warp, lane);
   typename C::Acc acc;
   c.hand_first_turn();
-  const int frag_col = 2 * (lane % 4);
   for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
     const int n0 = (t % p.tiles_n) * kTileCols;
     const int col0 = n0 + c.wg_n * (kSiluQuant ? p.N / 2 : C::kWN);  // the B rows of the warpgroup
@@ -319,6 +320,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if constexpr (kSiluQuant) {
       silu_quantize(c, acc, q, reinterpret_cast<uint32_t*>(smem_c), row0, row_end, n0, lane);
     } else {
+      const int frag_col = 2 * (lane % 4);
 #pragma unroll
       for (int j = 0; j < C::kWN / 8; ++j) {
         const int gc = col0 + 8 * j + frag_col;

@@ -185,7 +185,8 @@ struct Consumer {
   // Turns: consumer ci issues a batch of MMAs after consumer ci - 1 issued its own. The last
   // consumer hands consumer 0 its first token (hand_first_turn) and consumer 0 takes the final
   // one back at the end (finish), so every batch waits for its token.
-  static constexpr int kTurnBarrier = 5;  // ids 5.. (1: split-K, 2..4: epilogue staging)
+  static constexpr int kTurnBarrier = 5;  // ids 5.. (1: split-K, 2..4: epilogue staging; 2 also the
+                                          // grouped kernel's SiLU-and-mul epilogue)
   static constexpr int kTurnThreads = 256;
 
   using Acc = float[kWN / 2];       // the tile accumulator: this thread's part of 64 x kWN
@@ -797,8 +798,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       }
       // B before the wait behind the quantization of A: that kernel waited for every kernel queued
       // before it before it let this one launch, so none still running writes B. Behind an operand
-      // copy after it. (Not in the kernels of three consumer warpgroups, which issue no early loads:
-      // there p.b_before_wait changes nothing.) A second wait returns at once.
+      // copy (!p.b_before_wait) B waits too: the copy may still be writing it. (Not in the kernels of
+      // three consumer warpgroups, which issue no early loads: there p.b_before_wait changes nothing.)
+      // A second wait returns at once.
       if (!p.b_before_wait) asm volatile("griddepcontrol.wait;" ::: "memory");
       for (int s = 0; s < count; ++s) {
         expect_stage(s);

@@ -504,9 +504,10 @@ def test_fp8_experts_reads_weights_written_just_before(kernel, device, fp8_dtype
 @needs_cuda
 @pytest.mark.kernels_ci
 # About 8, 32 and 128 rows per expert: on Hopper the first two take SiLU-and-mul into the gate/up GEMM
-# (one warp per row, up to 8 rows each), the third runs it as its own kernel.
-@pytest.mark.parametrize("tokens,experts", [(64, 32), (512, 64), (512, 16)])
-def test_fp8_experts_equals_its_ops_one_by_one(kernel, device, fp8_dtype, rng, tokens, experts):
+# (one warp per row, up to 8 rows each), the third runs it as its own kernel. Skewed: 32 rows per expert
+# on average and expert 0 with over 512, on several 64-row tiles of the fused GEMM.
+@pytest.mark.parametrize("tokens,experts,skew", [(64, 32, False), (512, 64, False), (512, 64, True), (512, 16, False)])
+def test_fp8_experts_equals_its_ops_one_by_one(kernel, device, fp8_dtype, rng, tokens, experts, skew):
     """fp8_experts bit for bit against the same steps as separate ops (routing, quantization, the
     grouped GEMMs on rows gathered in expert order, SiLU-and-mul with quantization, combine). On Hopper
     the op's GEMMs load their first stages' weights before they wait for the quantization, the separate
@@ -516,7 +517,7 @@ def test_fp8_experts_equals_its_ops_one_by_one(kernel, device, fp8_dtype, rng, t
     w1, s1 = random_experts(kernel, experts, 2 * inner, hidden, device, fp8_dtype, rng)
     w2, s2 = random_experts(kernel, experts, hidden, inner, device, fp8_dtype, rng)
     x = torch.randn(tokens, hidden, generator=rng, device=device).to(torch.bfloat16)
-    ids, weights = routing(tokens, top_k, experts, device, rng)
+    ids, weights = routing(tokens, top_k, experts, device, rng, skew)
     offsets, row_token, slot_row = kernel.moe_route(ids, experts)
     xq, xs = kernel.quantize_per_token_group(x, BLOCK, fp8_dtype)
     token = row_token.long()
