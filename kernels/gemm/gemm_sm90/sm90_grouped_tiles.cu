@@ -74,12 +74,12 @@ Status queue(TilesLaunch launch, cudaStream_t stream) {
   return "gemm_sm90: grouped kernel launch failed";
 }
 
-}  // namespace
-
-bool grouped_tiles_take_silu(const GroupedGemmArgs& g) {
+bool takes_silu(const GroupedGemmArgs& g) {
   return grouped_tiles_take(g) && g.N % 256 == 0 && g.silu_scale != nullptr && aligned(g.silu_q, 4) &&
          g.silu_q_stride_m % 4 == 0;
 }
+
+}  // namespace
 
 bool grouped_tiles_take(const GroupedGemmArgs& g) {
   constexpr int64_t kMaxIndex = int64_t(1) << 30;
@@ -120,8 +120,9 @@ Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaS
   int count = 0;
   Status status = kOk;
   if (g.silu_q != nullptr) {
-    if (heights != TileHeights::k64 || !grouped_tiles_take_silu(g))
-      return "gemm_sm90: SiLU-and-mul in the grouped GEMM needs its 64-row tiles";
+    if (heights != TileHeights::k64 || !takes_silu(g))
+      return "gemm_sm90: SiLU-and-mul in the grouped GEMM needs its 64-row tiles, N a multiple of 256 and "
+             "4-byte aligned rows of codes";
     status = set_up<64, kBlockN64, true>(g, q, grouped_tiles::kEveryTile, device, sms, &launches[count++]);
   } else if (heights == TileHeights::k64) {
     status = set_up<64, kBlockN64>(g, q, grouped_tiles::kEveryTile, device, sms, &launches[count++]);

@@ -12,9 +12,6 @@ namespace fp8gemm::sm90 {
 // each expert's weights one (N, K) block of 16-byte aligned rows; N a multiple of 8, K of 16; row-major
 // bf16 out. The scales may have any strides.
 bool grouped_tiles_take(const GroupedGemmArgs& g);
-// And SiLU-and-mul with quantization in it (GroupedGemmArgs::silu_q): N a multiple of 256, 4-byte aligned
-// rows of codes.
-bool grouped_tiles_take_silu(const GroupedGemmArgs& g);
 
 enum class TileHeights {
   k64,     // 64-row tiles
@@ -22,7 +19,9 @@ enum class TileHeights {
            // a 64-row one (three launches; grouped_tiles::TileCut)
 };
 
-// Queues the grouped GEMM on tiles of those heights.
+// Queues the grouped GEMM on tiles of those heights; with SiLU-and-mul in it (GroupedGemmArgs::silu_q)
+// on the 64-row tiles only, for N a multiple of 256 and 4-byte aligned rows of codes (refused otherwise,
+// with nothing queued).
 Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaStream_t stream);
 
 }  // namespace fp8gemm::sm90

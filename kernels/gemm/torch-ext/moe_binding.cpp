@@ -151,6 +151,7 @@ GroupedGemmArgs describe_grouped(const at::Tensor& b, const at::Tensor& b_scale,
 // a, its scales and the optional gather of its rows (a's rows as g's rows when row_index is empty).
 void set_a(GroupedGemmArgs& g, const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& row_index) {
   g.a = static_cast<const uint8_t*>(a.data_ptr());
+  g.a_rows = a.size(0);
   g.a_stride_m = a.stride(0);
   g.a_stride_k = a.stride(1);
   g.a_scale = a_scale.data_ptr<float>();
@@ -184,7 +185,6 @@ bool run_grouped_silu(const char* op, GroupedGemmArgs g, const at::Tensor& a, co
 #if defined(CUDA_KERNEL)
   if (!a.device().is_cuda() || hq.scalar_type() != at::kFloat8_e4m3fn) return false;
   set_a(g, a, a_scale, at::Tensor());
-  g.a_rows = a.size(0);
   if (g.rows == 0 || g.N == 0) return false;
   g.silu_q = static_cast<uint8_t*>(hq.data_ptr());
   g.silu_q_stride_m = hq.stride(0);
@@ -208,7 +208,6 @@ void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const a
                  const at::Tensor& row_index, const at::Tensor& expert_rows) {
   const at::Device device = a.device();
   set_a(g, a, a_scale, row_index);
-  g.a_rows = a.size(0);
   if (g.rows == 0 || g.N == 0) return;
 #if defined(CUDA_KERNEL)
   if (device.is_cuda()) {
