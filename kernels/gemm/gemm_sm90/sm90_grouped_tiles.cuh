@@ -248,10 +248,10 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   // L2, which those kernels' writes reached as they ended (L1 is not coherent).
   ExpertCursor<BM> cursor;
   int e = 0, row0 = 0, row_end = 0;
-  // The B rows of tile t's stage for K block kb.
-  auto load_b = [&](int stage, int kb, int t) {
+  // The first B row of tile t (of expert e), and its stage for K block kb.
+  auto first_b_row = [&](int t) { return e * p.N + (t % p.tiles_n) * kTileCols; };
+  auto load_b = [&](int stage, int kb, int b_row) {
     uint8_t* const dst = smem_b + stage * BN * kBlockK;
-    const int b_row = e * p.N + (t % p.tiles_n) * kTileCols;
     if constexpr (kSiluQuant) {
       tma_load_2d(dst, &map_b, &full[stage], kb * kBlockK, b_row);
       tma_load_2d(dst + 128 * kBlockK, &map_b, &full[stage], kb * kBlockK, b_row + p.N / 2);
@@ -269,21 +269,23 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     if (p.b_before_wait) {
       more = cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end, true);
       b_loaded = more ? min(kStages, p.num_kb) : 0;
+      const int b_row = first_b_row(t);
       if (lane == 0)
         for (int kb = 0; kb < b_loaded; ++kb) {
           mbar_arrive_expect_tx(&full[kb], T::kStageBytes);
-          load_b(kb, kb, t);
+          load_b(kb, kb, b_row);
         }
     }
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (!p.b_before_wait) more = cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end);
     while (more) {
       if (lane == 0) {
+        const int b_row = first_b_row(t);  // once a tile: the modulo stays out of the stage loop
         for (int kb = 0; kb < p.num_kb; ++kb) {
           if (kb >= b_loaded) {
             mbar_wait(&empty[stage], phase ^ 1);
             mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
-            load_b(stage, kb, t);
+            load_b(stage, kb, b_row);
           }
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, row0);
           if (++stage == kStages) {
