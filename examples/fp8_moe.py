@@ -269,7 +269,7 @@ def table(report: dict) -> str:
             cell = row[mode]
             us = cell["us"]
             lines.append(
-                f"| {row['tokens']} | {row['routing']} | {mode} | {cell['floor_us']:.0f} | "
+                f"| {row['tokens']} | {row['routing']} | {mode} | {cell['floor_us']:,.0f} | "
                 + " | ".join(f"{us[n]:,.0f}" if n in us else "-" for n in ("ours", "bf16", *FP8_PEERS))
                 + f" | {cell.get('speedup_vs_transformers', '-')} | {cell.get('speedup_vs_bf16', '-')} |"
             )
