@@ -79,6 +79,22 @@ FP8GEMM_HD uint8_t encode_fp8(float x, Fp8Format format) {
   return uint8_t(sign | (code >= kFp8Magnitude ? kFp8Magnitude : code));
 }
 
+// Four codes packed little-endian. e4m3fn on sm_89+ uses the hardware's conversion (round to
+// nearest even, saturating; the values are already clamped, so it equals encode_fp8 but for the
+// sign of NaN, which it drops); e4m3fnuz, older GPUs and the host the bit arithmetic above.
+FP8GEMM_HD uint32_t encode4(const float* v, Fp8Format format) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (format == Fp8Format::E4M3FN) {
+    uint16_t lo, hi;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
+    return uint32_t(lo) | uint32_t(hi) << 16;
+  }
+#endif
+  return uint32_t(encode_fp8(v[0], format)) | uint32_t(encode_fp8(v[1], format)) << 8 |
+         uint32_t(encode_fp8(v[2], format)) << 16 | uint32_t(encode_fp8(v[3], format)) << 24;
+}
+
 // The group's scale from its amax bits, and the divisor its values are quantized with.
 struct GroupScale {
   float scale;

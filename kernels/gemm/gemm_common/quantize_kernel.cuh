@@ -55,22 +55,6 @@ __device__ __forceinline__ void load8(const void* base, int64_t at, float* v) {
   }
 }
 
-// Four codes packed little-endian. e4m3fn on sm_89+ uses the hardware's conversion (round to
-// nearest even, saturating; the values are already clamped, so it equals encode_fp8 but for the
-// sign of NaN, which it drops); e4m3fnuz and older GPUs the bit arithmetic of fp8_quantize.h.
-__device__ __forceinline__ uint32_t encode4(const float* v, Fp8Format format) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if (format == Fp8Format::E4M3FN) {
-    uint16_t lo, hi;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1]), "f"(v[0]));
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3]), "f"(v[2]));
-    return uint32_t(lo) | uint32_t(hi) << 16;
-  }
-#endif
-  return uint32_t(encode_fp8(v[0], format)) | uint32_t(encode_fp8(v[1], format)) << 8 |
-         uint32_t(encode_fp8(v[2], format)) << 16 | uint32_t(encode_fp8(v[3], format)) << 24;
-}
-
 // kVector: K-contiguous rows, K % 16 == 0, 16-byte aligned input and q rows (the launcher
 // checks); otherwise element by element through the strides. kScatter: compiled with a.q_row's
 // scatter (a null q_row then stores one copy). The 16-byte kernels without it keep their code and its

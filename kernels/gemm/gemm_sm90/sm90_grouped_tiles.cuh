@@ -139,13 +139,6 @@ struct ExpertCursor {
   }
 };
 
-// Two e4m3fn codes, lo in the low byte (the hardware's saturating conversion, as quantize_kernel's).
-__device__ __forceinline__ uint16_t e4m3fn_pair(float lo, float hi) {
-  uint16_t codes;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(codes) : "f"(hi), "f"(lo));
-  return codes;
-}
-
 // Named barrier of the two consumer warpgroups in the kSiluQuant epilogue: the grouped kernel uses no other
 // from 1 to 4 (the Consumer's turns are 5 and 6).
 constexpr int kSiluBarrier = 2;
@@ -194,8 +187,7 @@ __device__ __forceinline__ void silu_quantize(const C& c, const typename C::Acc&
 #pragma unroll
     for (int i = 0; i < 4; ++i) v[i] = clamp_quotient(FP8GEMM_DIV_RN(v[i], s.divisor), limit);
     const int64_t gr = int64_t(row0) + row;
-    *reinterpret_cast<uint32_t*>(q.silu_q + gr * q.silu_q_sm + n0 + 4 * lane) =
-        uint32_t(e4m3fn_pair(v[0], v[1])) | uint32_t(e4m3fn_pair(v[2], v[3])) << 16;
+    *reinterpret_cast<uint32_t*>(q.silu_q + gr * q.silu_q_sm + n0 + 4 * lane) = encode4(v, Fp8Format::E4M3FN);
     if (lane == 0) q.silu_scale[gr * q.silu_scale_sm + int64_t(n0 / 128) * q.silu_scale_skb] = s.scale;
   }
 }
