@@ -27,9 +27,9 @@ bool aligned(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p)
 // descriptors encoded) before anything is queued: where the driver refuses a setup, the split into three
 // launches queues none of them (a launch the driver refuses still leaves the ones before it queued).
 struct TilesLaunch {
-  void (*kernel)(CUtensorMap, CUtensorMap, TilesParams);
+  void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMap, TilesParams);
   cudaLaunchConfig_t cfg;
-  CUtensorMap map_a, map_b;
+  CUtensorMap map_a, map_b, map_c;
   TilesParams q;
 };
 
@@ -50,6 +50,14 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
       !make_map(&launch->map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n,
                 kBlockK, kSiluQuant ? BN / 2 : BN))
     return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
+  // The tiles whose rows all belong to their expert store through shared memory and TMA, as the dense
+  // kernel's do; the others (an expert's last tile) store elements. Not with SiLU-and-mul (no bf16 out).
+  const bool out_rows_16 = aligned(g.out, 16) && g.out_stride_m % 8 == 0 && g.out_stride_m >= g.N;
+  q.p.tma_store = !kSiluQuant && out_rows_16 &&
+                  make_map(&launch->map_c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, g.out, g.N, g.rows,
+                           g.out_stride_m * 2, T::kSwizzledOut ? 64 : T::kChunkN, 64,
+                           T::kSwizzledOut ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (!q.p.tma_store) launch->map_c = launch->map_a;  // never read: every tile stores elements
   q.part = part;
   q.p.tiles_n = int(kSiluQuant ? g.N / BN : ceil_div(g.N, BN));  // kSiluQuant: N / 2 columns out, 128 a tile
   // At most one partial M-tile per expert beyond the rows' whole tiles.
@@ -67,8 +75,8 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
 
 Status queue(TilesLaunch launch, cudaStream_t stream) {
   launch.cfg.stream = stream;
-  if (pdl::launch_programmatic(launch.cfg, launch.kernel, launch.map_a, launch.map_b, launch.q) ==
-      cudaSuccess)
+  if (pdl::launch_programmatic(launch.cfg, launch.kernel, launch.map_a, launch.map_b, launch.map_c,
+                               launch.q) == cudaSuccess)
     return kOk;
   cudaGetLastError();
   return "gemm_sm90: grouped kernel launch failed";

@@ -21,8 +21,9 @@
 // A M-tile's BM rows are loaded by TMA from its first row on: the rows past the expert's last are
 // the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
 // (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e. The scales are
-// read from global memory a few blocks ahead (any strides). Results leave through row-bounded
-// 4-byte stores, or, with SiLU-and-mul in the epilogue (kSiluQuant), as 4-byte stores of FP8 codes
+// read from global memory a few blocks ahead (any strides). Results leave through shared memory and
+// TMA stores where all of a tile's rows are its expert's (p.tma_store), through row-bounded 4-byte
+// stores otherwise, or, with SiLU-and-mul in the epilogue (kSiluQuant), as 4-byte stores of FP8 codes
 // and one scale per row and 128 columns.
 #include <cuda_bf16.h>
 
@@ -139,8 +140,8 @@ struct ExpertCursor {
   }
 };
 
-// Named barrier of the two consumer warpgroups in the kSiluQuant epilogue: the grouped kernel uses no other
-// from 1 to 4 (the Consumer's turns are 5 and 6).
+// Named barrier of the two consumer warpgroups in the kSiluQuant epilogue: that kernel uses no other from
+// 1 to 4 (the Consumer's turns are 5 and 6; its TMA stores, on barriers 2 to 4, are the other kernels').
 constexpr int kSiluBarrier = 2;
 
 // The kSiluQuant epilogue of one tile. The gate warpgroup (wg_n 0) holds the tile's 128 gate columns, the
@@ -201,7 +202,8 @@ __device__ __forceinline__ void silu_quantize(const C& c, const typename C::Acc&
 template <int BM, int BN, bool kSiluQuant>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     fp8_grouped_tiles_kernel(const __grid_constant__ CUtensorMap map_a,
-                             const __grid_constant__ CUtensorMap map_b, const TilesParams q) {
+                             const __grid_constant__ CUtensorMap map_b,
+                             const __grid_constant__ CUtensorMap map_c, const TilesParams q) {
   using T = TileShape<BM, BN>;
   using C = Consumer<BM, BN, false, false, false>;
   static_assert(!kSiluQuant || (BM == 64 && BN == 256), "SiLU-and-mul on the 64x256 tiles");
@@ -229,6 +231,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     mbar_fence_init();
     tma_prefetch_desc(&map_a);
     tma_prefetch_desc(&map_b);
+    if (p.tma_store) tma_prefetch_desc(&map_c);
   }
   __syncthreads();
 
@@ -297,8 +300,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   asm volatile("griddepcontrol.wait;" ::: "memory");
   regs_increase<T::kConsumerRegs>();
   const int tid = threadIdx.x % 128;
-  // map_a stands in for the output map, which out's element stores below never use (p.tma_store 0).
-  C c(map_a, p, smem, full, empty, nullptr, nullptr, 0, tid, warp, lane);
+  C c(map_c, p, smem, full, empty, nullptr, nullptr, 0, tid, warp, lane);
   typename C::Acc acc;
   c.hand_first_turn();
   for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
@@ -313,6 +315,9 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     with_crossing_class<T>(col0 % 128, k_loop);
     if constexpr (kSiluQuant) {
       silu_quantize(c, acc, q, reinterpret_cast<uint32_t*>(smem_c), row0, row_end, n0, lane);
+    } else if (p.tma_store && (row0 + BM <= row_end || row_end == p.M)) {
+      // Every row is the expert's, or past the output's end (TMA skips those rows, and columns past N).
+      c.store_through_smem(acc, row0, n0);
     } else {
       const int frag_col = 2 * (lane % 4);
 #pragma unroll
