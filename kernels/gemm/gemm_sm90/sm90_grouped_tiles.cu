@@ -27,9 +27,9 @@ bool aligned(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p)
 // descriptors encoded) before anything is queued: where the driver refuses a setup, the split into three
 // launches queues none of them (a launch the driver refuses still leaves the ones before it queued).
 struct TilesLaunch {
-  void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMap, TilesParams);
+  void (*kernel)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, TilesParams);
   cudaLaunchConfig_t cfg;
-  CUtensorMap map_a, map_b, map_c;
+  CUtensorMap map_a, map_b, map_c, map_sa;
   TilesParams q;
 };
 
@@ -42,13 +42,16 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
   static std::once_flag once[kMaxDevices];
   std::call_once(once[device], [&] {
     raised[device] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          T::kSmemBytes) == cudaSuccess;
+                                          grouped_tiles::kTilesSmemBytes<BM, BN>) == cudaSuccess;
     cudaGetLastError();
   });
   if (!raised[device]) return "gemm_sm90: cannot raise the grouped kernel's shared-memory limit";
   if (!make_map(&launch->map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.K, g.rows, g.a_stride_m, kBlockK, BM) ||
       !make_map(&launch->map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n,
-                kBlockK, kSiluQuant ? BN / 2 : BN))
+                kBlockK, kSiluQuant ? BN / 2 : BN) ||
+      !make_map(&launch->map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.rows, g.k_blocks(),
+                g.k_blocks() == 1 ? (g.rows * 4 + 15) / 16 * 16 : g.a_scale_stride_kb * 4,
+                grouped_tiles::kSaBox<BM>, 1, CU_TENSOR_MAP_SWIZZLE_NONE))
     return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
   // The tiles whose rows all belong to their expert store through shared memory and TMA, as the dense
   // kernel's do; the others (an expert's last tile) store elements. Not with SiLU-and-mul (no bf16 out).
@@ -68,7 +71,7 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
   launch->cfg.gridDim =
       dim3(unsigned(std::max<int64_t>(1, std::min<int64_t>(num_sms, m_tiles * q.p.tiles_n))));
   launch->cfg.blockDim = dim3(T::kThreads);
-  launch->cfg.dynamicSmemBytes = T::kSmemBytes;
+  launch->cfg.dynamicSmemBytes = grouped_tiles::kTilesSmemBytes<BM, BN>;
   launch->q = q;
   return kOk;
 }
@@ -76,7 +79,7 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
 Status queue(TilesLaunch launch, cudaStream_t stream) {
   launch.cfg.stream = stream;
   if (pdl::launch_programmatic(launch.cfg, launch.kernel, launch.map_a, launch.map_b, launch.map_c,
-                               launch.q) == cudaSuccess)
+                               launch.map_sa, launch.q) == cudaSuccess)
     return kOk;
   cudaGetLastError();
   return "gemm_sm90: grouped kernel launch failed";
@@ -96,7 +99,7 @@ bool grouped_tiles_take(const GroupedGemmArgs& g) {
          g.a_stride_k == 1 && g.a_stride_m % 16 == 0 && (g.rows == 1 || g.a_stride_m >= g.K) &&
          aligned(g.a, 16) && g.b_stride_k == 1 && g.b_stride_n % 16 == 0 && g.b_stride_n >= g.K &&
          g.b_stride_e == g.N * g.b_stride_n && aligned(g.b, 16) && g.out_stride_n == 1 &&
-         g.out_stride_m % 2 == 0 && aligned(g.out, 4);
+         g.out_stride_m % 2 == 0 && aligned(g.out, 4) && g.a_scales_m_contiguous_16();
 }
 
 Status launch_grouped_tiles(const GroupedGemmArgs& g, TileHeights heights, cudaStream_t stream) {

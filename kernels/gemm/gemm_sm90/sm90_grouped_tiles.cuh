@@ -20,8 +20,10 @@
 //
 // A M-tile's BM rows are loaded by TMA from its first row on: the rows past the expert's last are
 // the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
-// (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e. The scales are
-// read from global memory a few blocks ahead (any strides). Results leave through shared memory and
+// (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e, read from global
+// memory a few blocks ahead (any strides). A's scales, M-contiguous, come with each stage by TMA (the
+// tile's BM of them, as in the dense kernel): read from global memory in the K loop, they made the
+// 192-row launches 17 % slower (H200, DESIGN.md). Results leave through shared memory and
 // TMA stores where all of a tile's rows are its expert's (p.tma_store), through row-bounded 4-byte
 // stores otherwise, or, with SiLU-and-mul in the epilogue (kSiluQuant), as 4-byte stores of FP8 codes
 // and one scale per row and 128 columns.
@@ -33,6 +35,18 @@ namespace fp8gemm::sm90::grouped_tiles {
 
 // Tile heights of the three-launch split (TilePart).
 constexpr int kTallRows = 192, kMediumRows = 128, kSlabRows = 64;
+
+// A's scales of a stage: TMA reads a box only from a 16-byte aligned first element (elsewhere the
+// H200 stops with an illegal instruction), so a tile's box starts at row row0 & ~3 and holds BM + 4
+// scales; each stage's take kSaStage floats (128-byte aligned boxes).
+template <int BM>
+constexpr int kSaBox = BM + 4;
+template <int BM>
+constexpr int kSaStage = BM + 32;
+// The kernel's shared memory: the dense kernel's with those larger stages of scales.
+template <int BM, int BN>
+constexpr int kTilesSmemBytes =
+    TileShape<BM, BN>::kSmemBytes + TileShape<BM, BN>::kStages * (kSaStage<BM> - BM) * 4;
 
 enum TilePart : int {
   kEveryTile = 0,    // ceil(rows / BM) tiles from the expert's first row
@@ -203,12 +217,15 @@ template <int BM, int BN, bool kSiluQuant>
 __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     fp8_grouped_tiles_kernel(const __grid_constant__ CUtensorMap map_a,
                              const __grid_constant__ CUtensorMap map_b,
-                             const __grid_constant__ CUtensorMap map_c, const TilesParams q) {
+                             const __grid_constant__ CUtensorMap map_c,
+                             const __grid_constant__ CUtensorMap map_sa, const TilesParams q) {
   using T = TileShape<BM, BN>;
-  using C = Consumer<BM, BN, false, false, false>;
+  using C = Consumer<BM, BN, true, false, false, kSaStage<BM>>;
+  static_assert(T::kScalesFit && kTilesSmemBytes<BM, BN> <= kSmemLimit, "no room for the A scales");
   static_assert(!kSiluQuant || (BM == 64 && BN == 256), "SiLU-and-mul on the 64x256 tiles");
   constexpr int kStages = T::kStages;
-  constexpr int kTileCols = kSiluQuant ? BN / 2 : BN;  // output columns per tile
+  constexpr int kTileCols = kSiluQuant ? BN / 2 : BN;        // output columns per tile
+  constexpr int kStageTx = T::kStageBytes + kSaBox<BM> * 4;  // a stage's bytes: A, B and A's scales
   const KernelParams& p = q.p;
 
   extern __shared__ uint8_t smem_raw[];
@@ -218,6 +235,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   uint8_t* smem_c = smem_b + kStages * BN * kBlockK;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_c + T::kOutBytes);
   uint64_t* empty = full + kStages;
+  float* smem_sa = reinterpret_cast<float*>(smem_c + T::kOutBytes + T::kBarrierBytes);
 
   const int wg = threadIdx.x / 128;
   const int warp = (threadIdx.x % 128) / 32;
@@ -231,6 +249,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     mbar_fence_init();
     tma_prefetch_desc(&map_a);
     tma_prefetch_desc(&map_b);
+    tma_prefetch_desc(&map_sa);
     if (p.tma_store) tma_prefetch_desc(&map_c);
   }
   __syncthreads();
@@ -267,7 +286,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
       const int b_row = first_b_row(t);
       if (lane == 0)
         for (int kb = 0; kb < b_loaded; ++kb) {
-          mbar_arrive_expect_tx(&full[kb], T::kStageBytes);
+          mbar_arrive_expect_tx(&full[kb], kStageTx);
           load_b(kb, kb, b_row);
         }
     }
@@ -279,10 +298,11 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
         for (int kb = 0; kb < p.num_kb; ++kb) {
           if (kb >= b_loaded) {
             mbar_wait(&empty[stage], phase ^ 1);
-            mbar_arrive_expect_tx(&full[stage], T::kStageBytes);
+            mbar_arrive_expect_tx(&full[stage], kStageTx);
             load_b(stage, kb, b_row);
           }
           tma_load_2d(smem_a + stage * BM * kBlockK, &map_a, &full[stage], kb * kBlockK, row0);
+          tma_load_2d(smem_sa + stage * kSaStage<BM>, &map_sa, &full[stage], row0 & ~3, kb);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -300,7 +320,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
   asm volatile("griddepcontrol.wait;" ::: "memory");
   regs_increase<T::kConsumerRegs>();
   const int tid = threadIdx.x % 128;
-  C c(map_c, p, smem, full, empty, nullptr, nullptr, 0, tid, warp, lane);
+  C c(map_c, p, smem, full, empty, nullptr, smem_sa, 0, tid, warp, lane);
   typename C::Acc acc;
   c.hand_first_turn();
   for (int t = blockIdx.x; cursor.seek(q, t / p.tiles_n, lane, &e, &row0, &row_end); t += gridDim.x) {
@@ -312,6 +332,7 @@ __global__ void __launch_bounds__(TileShape<BM, BN>::kThreads, 1)
     auto k_loop = [&](auto col_in_block) {
       c.template accumulate_tile<decltype(col_in_block)::value>(acc, feed, 0, p.num_kb);
     };
+    c.sa_shift = row0 & 3;
     with_crossing_class<T>(col0 % 128, k_loop);
     if constexpr (kSiluQuant) {
       silu_quantize(c, acc, q, reinterpret_cast<uint32_t*>(smem_c), row0, row_end, n0, lane);

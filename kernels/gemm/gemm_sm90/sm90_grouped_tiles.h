@@ -10,7 +10,7 @@ namespace fp8gemm::sm90 {
 
 // Whether the tiles take g's layout: e4m3fn; A K-major in 16-byte aligned rows (no row_index gather);
 // each expert's weights one (N, K) block of 16-byte aligned rows; N a multiple of 8, K of 16; row-major
-// bf16 out. The scales may have any strides.
+// bf16 out; A's scales M-contiguous in 16-byte aligned K blocks (TMA brings them), B's with any strides.
 bool grouped_tiles_take(const GroupedGemmArgs& g);
 
 enum class TileHeights {

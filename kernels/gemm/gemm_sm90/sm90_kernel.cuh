@@ -159,7 +159,10 @@ __device__ __forceinline__ void sum_cluster_partials(float4 (&sum)[kIters], cons
 // kSaSmem: the A scales come with each stage (TMA); else from global memory.
 // kAMn: A arrives M-contiguous (the challenge layout) and is transposed on its way into the
 // MMAs' registers (a_fragments); else A is K-major and the MMAs read it from shared memory.
-template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit>
+// kSaStage: floats from one stage's A scales to the next; other than BM, the tile's first row's
+// scale lies sa_shift floats into its stage (the grouped kernel's, whose TMA boxes start 16-byte
+// aligned).
+template <int BM, int BN, bool kSaSmem, bool kAMn, bool kSplit, int kSaStage = BM>
 struct Consumer {
   using T = TileShape<BM, BN>;
   static constexpr int kWN = T::kWN;
@@ -234,6 +237,7 @@ struct Consumer {
   int stage = 0;
   uint32_t xfer_phase = 0;
   bool sent = false, peer_ready = false;
+  int sa_shift = 0;  // kSaStage != BM
 
   __device__ __forceinline__ Consumer(const CUtensorMap& map_c, const KernelParams& p, uint8_t* smem,
                                       uint64_t* full, uint64_t* empty, uint64_t* xfer, const float* smem_sa,
@@ -333,6 +337,14 @@ struct Consumer {
     }
   }
 
+  // kSaSmem: this thread's first row's A scale in stage st.
+  __device__ __forceinline__ const float* stage_sa(int st) const {
+    if constexpr (kSaStage == BM)
+      return my_sa + st * BM;
+    else
+      return my_sa + st * kSaStage + sa_shift;
+  }
+
   // Chunk c's MMAs of stage st into pt, on this consumer's turn. fr: with kAMn, the block's A
   // fragments (a_fragments); unused otherwise.
   __device__ __forceinline__ void issue_mmas(Part& pt, int st, int c, const AFragments& fr) const {
@@ -384,8 +396,8 @@ struct Consumer {
     float sa0 = sc[0], sa1 = sc[1];
     mbar_wait(&full[stage], phase);
     if constexpr (kSaSmem) {  // this stage's A scales, read before the stage is released
-      sa0 = my_sa[stage * BM];
-      sa1 = my_sa[stage * BM + kRowStep];
+      sa0 = stage_sa(stage)[0];
+      sa1 = stage_sa(stage)[kRowStep];
     }
     AFragments fr;
     if constexpr (kAMn) a_fragments(fr, stage);
@@ -423,8 +435,8 @@ struct Consumer {
         mbar_wait(&full[stage], phase);
         st[i % 2] = stage;
         if constexpr (kSaSmem) {
-          sa[i % 2][0] = my_sa[stage * BM];
-          sa[i % 2][1] = my_sa[stage * BM + kRowStep];
+          sa[i % 2][0] = stage_sa(stage)[0];
+          sa[i % 2][1] = stage_sa(stage)[kRowStep];
         } else {
           sa[i % 2][0] = scales[i][0];
           sa[i % 2][1] = scales[i][1];

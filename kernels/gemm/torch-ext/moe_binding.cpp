@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/silu.h>
 #include <ATen/ops/zeros_like.h>
 
@@ -176,6 +177,24 @@ bool capturing(cudaStream_t stream) {
 bool one_launch_wanted(const GroupedGemmArgs& g, cudaStream_t stream) {
   return g.rows_per_expert() < kDenseLoopRowsPerExpert || capturing(stream);
 }
+
+bool on_hopper(const at::Device& device) {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9;
+}
+
+// Hopper's tiles read A's scales M-contiguous (GroupedGemmArgs::a_scales_m_contiguous_16): other layouts,
+// such as quantize_per_token_group's (rows, K / 128), are copied into that one for them.
+at::Tensor m_contiguous_scales(const at::Tensor& scale) {
+  const int64_t rows = scale.size(0), kb = scale.size(1);
+  at::Tensor copy = at::empty_strided({rows, kb}, {1, (rows + 3) / 4 * 4}, scale.options());
+  copy.copy_(scale);
+  return copy;
+}
 #endif
 
 // The gate/up GEMM with SiLU-and-mul and its quantization in it, into hq and h_scale (Hopper's 64-row
@@ -214,6 +233,13 @@ void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const a
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     bool launched = false;
     g.one_launch = one_launch_wanted(g, stream);
+    at::Tensor tile_scales;  // alive until the GEMM is queued
+    if (g.row_index == nullptr && !g.a_scales_m_contiguous_16() && on_hopper(device)) {
+      tile_scales = m_contiguous_scales(a_scale);
+      g.a_scale = tile_scales.data_ptr<float>();
+      g.a_scale_stride_m = tile_scales.stride(0);
+      g.a_scale_stride_kb = tile_scales.stride(1);
+    }
     check_status(op, fp8gemm::grouped_gemm_cuda(g, stream, &launched));
     if (launched) return;
     TORCH_CHECK(!capturing(stream), op,
@@ -471,6 +497,7 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
 
   // One row per (token, expert) slot; the intermediates in one allocation.
   const int64_t rows = routed_slots(op, top_k_index);
+  const int64_t scale_pitch = (rows + 3) / 4 * 4;  // the scales' K blocks 16-byte aligned (TMA reads them)
   const at::ScalarType fp8 = w_in.scalar_type();
   const int64_t kb_in = fp8gemm::ceil_div(hidden, fp8gemm::kScaleBlock),
                 kb_out = fp8gemm::ceil_div(inner, fp8gemm::kScaleBlock);
@@ -478,10 +505,10 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   const int64_t at_offsets = carving.reserve(experts + 1, at::kInt),
                 at_active = carving.reserve(experts + 1, at::kInt),
                 at_slot_row = carving.reserve(rows, at::kInt), at_xq = carving.reserve(rows * hidden, fp8),
-                at_x_scale = carving.reserve(rows * kb_in, at::kFloat),
+                at_x_scale = carving.reserve(scale_pitch * kb_in, at::kFloat),
                 at_h = carving.reserve(rows * n_in, at::kBFloat16),
                 at_hq = carving.reserve(rows * inner, fp8),
-                at_h_scale = carving.reserve(rows * kb_out, at::kFloat),
+                at_h_scale = carving.reserve(scale_pitch * kb_out, at::kFloat),
                 at_y = carving.reserve(rows * hidden, at::kBFloat16);
   carving.allocate(x.device());
   const Routing r{carving.piece(at_offsets, at::kInt, {experts + 1}, {1}), at::Tensor(),  // no row_token
@@ -494,13 +521,13 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   g1.active = r.active.data_ptr<int32_t>();
   // The quantization writes each token's rows in expert order (Hopper's tiles read A as it lies): each
   // token read once, its codes stored top_k times. Quantized rows as the GEMMs read them: K contiguous,
-  // the scales M-contiguous.
+  // the scales M-contiguous with 16-byte aligned K blocks.
   const at::Tensor xq = carving.piece(at_xq, fp8, {rows, hidden}, {hidden, 1}),
-                   x_scale = carving.piece(at_x_scale, at::kFloat, {rows, kb_in}, {1, rows});
+                   x_scale = carving.piece(at_x_scale, at::kFloat, {rows, kb_in}, {1, scale_pitch});
   quantize_rows_into(x, fp8, false, r.slot_row.view({tokens, top_k_index.size(1)}), xq, x_scale);
   g1.after_quantize = hidden > 0;  // quantize_rows_into queued its kernel last
   const at::Tensor hq = carving.piece(at_hq, fp8, {rows, inner}, {inner, 1}),
-                   h_scale = carving.piece(at_h_scale, at::kFloat, {rows, kb_out}, {1, rows});
+                   h_scale = carving.piece(at_h_scale, at::kFloat, {rows, kb_out}, {1, scale_pitch});
   if (!gated || !run_grouped_silu(op, g1, xq, x_scale, hq, h_scale)) {
     run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
     quantize_rows_into(gated ? h : at::silu(h), fp8, gated, at::Tensor(), hq, h_scale);
