@@ -21,10 +21,9 @@
 // A M-tile's BM rows are loaded by TMA from its first row on: the rows past the expert's last are
 // the next expert's (or zeros past A's end) and are computed but never stored. B is read as one
 // (E * N, K) matrix at row e * N + n; each expert's B scales are b_scale + e * sb_e, read from global
-// memory a few blocks ahead (any strides). A's scales, M-contiguous, come with each stage by TMA (the
-// tile's BM of them, as in the dense kernel): read from global memory in the K loop, they made the
-// 192-row launches 17 % slower (H200, DESIGN.md). Results leave through shared memory and
-// TMA stores where all of a tile's rows are its expert's (p.tma_store), through row-bounded 4-byte
+// memory a few blocks ahead (any strides). A's scales, M-contiguous, come with each stage by TMA, as in
+// the dense kernel (kSaBox below). Results leave through shared memory and TMA stores where all of a
+// tile's rows are its expert's or end with the output (p.tma_store), through row-bounded 4-byte
 // stores otherwise, or, with SiLU-and-mul in the epilogue (kSiluQuant), as 4-byte stores of FP8 codes
 // and one scale per row and 128 columns.
 #include <cuda_bf16.h>

@@ -61,7 +61,9 @@ def grouped_gemm_nt_contiguous(
 
     Args:
         a: ``(A, K)`` FP8 activations, ``a_scale`` ``(A, ceil(K/128))`` float32 (as
-            :func:`gemm.quantize_per_token_group` returns them).
+            :func:`gemm.quantize_per_token_group` returns them). Hopper's tiles read the scales
+            M-contiguous, each block column 16-byte aligned (stride ``(1, P)``, ``P`` a multiple of 4
+            and at least ``A``); other layouts are copied into that one first.
         b: ``(E, N, K)`` FP8 expert weights, ``b_scale`` ``(E, ceil(N/128), ceil(K/128))`` float32.
         offsets: ``(E + 1,)`` int32 on ``a``'s device, non-decreasing, within ``0..R``: checked where
             the host reads them (CPU, ROCm, other GPUs, many rows per expert); the Hopper kernel, which
@@ -92,7 +94,8 @@ def grouped_gemm_nt_masked(
     captured graph needs no re-capture, and empty experts cost nothing on Hopper.
 
     Args:
-        a: ``(E, C, K)`` FP8, ``a_scale`` ``(E, C, ceil(K/128))`` float32 (each expert's rows as one block).
+        a: ``(E, C, K)`` FP8, ``a_scale`` ``(E, C, ceil(K/128))`` float32 (each expert's rows as one block;
+            on Hopper copied first unless M-contiguous, as for the contiguous layout).
         b: ``(E, N, K)`` FP8, ``b_scale`` ``(E, ceil(N/128), ceil(K/128))`` float32.
         masked_m: ``(E,)`` int32 rows per expert (clamped to ``0..C``).
         out: optional ``(E, C, N)`` bfloat16.
