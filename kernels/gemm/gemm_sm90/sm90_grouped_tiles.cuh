@@ -35,9 +35,10 @@ namespace fp8gemm::sm90::grouped_tiles {
 // Tile heights of the three-launch split (TilePart).
 constexpr int kTallRows = 192, kMediumRows = 128, kSlabRows = 64;
 
-// A's scales of a stage: TMA reads a box only from a 16-byte aligned first element (elsewhere the
-// H200 stops with an illegal instruction), so a tile's box starts at row row0 & ~3 and holds BM + 4
-// scales; each stage's take kSaStage floats (128-byte aligned boxes).
+// A's scales of a stage: TMA reads a box only from a 16-byte aligned first element (a probe on the H200:
+// a float box from element 1 or -2 of a row stopped the kernel with an illegal instruction), so a tile's box
+// starts at row row0 & ~3 and holds BM + 4 scales; each stage's take kSaStage floats (128-byte aligned
+// boxes).
 template <int BM>
 constexpr int kSaBox = BM + 4;
 template <int BM>
