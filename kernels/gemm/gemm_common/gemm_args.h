@@ -40,6 +40,14 @@ struct GemmArgs {
   int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }
 };
 
+// Whether A's scales lie as TMA reads them (Hopper's wgmma kernels): M-contiguous, each K block's
+// rows 16-byte aligned and apart.
+inline bool a_scales_m_contiguous_16(const float* a_scale, int64_t stride_m, int64_t stride_kb, int64_t rows,
+                                     int64_t k_blocks) {
+  return stride_m == 1 && reinterpret_cast<uintptr_t>(a_scale) % 16 == 0 &&
+         (k_blocks == 1 || (stride_kb % 4 == 0 && stride_kb >= rows));
+}
+
 // Launchers return kOk or a static message naming what was wrong; they never abort.
 using Status = const char*;
 constexpr Status kOk = nullptr;

@@ -125,8 +125,7 @@ struct GroupedGemmArgs {
   FP8GEMM_HD int64_t n_blocks() const { return ceil_div(N, kScaleBlock); }
   // A's scales as TMA reads them (Hopper's grouped tiles): M-contiguous, each K block's 16-byte aligned.
   bool a_scales_m_contiguous_16() const {
-    return a_scale_stride_m == 1 && reinterpret_cast<uintptr_t>(a_scale) % 16 == 0 &&
-           (k_blocks() == 1 || (a_scale_stride_kb % 4 == 0 && a_scale_stride_kb >= rows));
+    return fp8gemm::a_scales_m_contiguous_16(a_scale, a_scale_stride_m, a_scale_stride_kb, rows, k_blocks());
   }
   // Rows per expert that owns any, on average (masked: the capacity).
   FP8GEMM_HD int64_t rows_per_expert() const {

@@ -126,6 +126,13 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64
   return true;
 }
 
+bool make_scale_map(CUtensorMap* map, const float* a_scale, int64_t rows, int64_t k_blocks, int64_t stride_kb,
+                    uint32_t box_rows) {
+  const int64_t row_bytes = k_blocks == 1 ? round_up(rows * 4, 16) : stride_kb * 4;
+  return make_map(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a_scale, rows, k_blocks, row_bytes, box_rows, 1,
+                  CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
 namespace {
 
 // ---- operands -------------------------------------------------------------------------
@@ -180,9 +187,7 @@ KMajor plan_operand(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows
 
 // A scales M-contiguous in 16-byte aligned rows: TMA can bring each stage's BM of them.
 bool a_scales_tma_ready(const GemmArgs& g) {
-  return g.a_scale_stride_m == 1 && (g.a_scale_stride_kb * 4) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(g.a_scale) % 16 == 0 &&
-         (g.k_blocks() == 1 || g.a_scale_stride_kb >= g.M);
+  return a_scales_m_contiguous_16(g.a_scale, g.a_scale_stride_m, g.a_scale_stride_kb, g.M, g.k_blocks());
 }
 
 bool valid_config(const TileConfig& c) {
@@ -360,9 +365,7 @@ Status run(const GemmArgs& g, const TileConfig& config, void* workspace, size_t 
       !make_map(&l.map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, b.ptr, g.K, g.N, b.row_bytes, kBlockK, BN))
     return "gemm_sm90: cannot encode the operands' TMA descriptors";
   l.sa_smem = a_scales_tma_ready(g) &&
-              make_map(&l.map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.M, g.k_blocks(),
-                       g.k_blocks() == 1 ? round_up(g.M * 4, 16) : g.a_scale_stride_kb * 4, BM, 1,
-                       CU_TENSOR_MAP_SWIZZLE_NONE);
+              make_scale_map(&l.map_sa, g.a_scale, g.M, g.k_blocks(), g.a_scale_stride_kb, BM);
   if (plan.a_mn && !l.sa_smem) return "gemm_sm90: cannot encode the A scales' TMA descriptor";
   // Output boxes: 64x64 with 128-byte swizzle, or 64 x chunk width unswizzled (kSwizzledOut).
   const auto [swizzled_out, chunk_n] = with_tile(BM, BN, [](auto bm, auto bn) {

@@ -49,9 +49,8 @@ Status set_up(const GroupedGemmArgs& g, TilesParams q, grouped_tiles::TilePart p
   if (!make_map(&launch->map_a, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.a, g.K, g.rows, g.a_stride_m, kBlockK, BM) ||
       !make_map(&launch->map_b, CU_TENSOR_MAP_DATA_TYPE_UINT8, g.b, g.K, g.experts * g.N, g.b_stride_n,
                 kBlockK, kSiluQuant ? BN / 2 : BN) ||
-      !make_map(&launch->map_sa, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, g.a_scale, g.rows, g.k_blocks(),
-                g.k_blocks() == 1 ? (g.rows * 4 + 15) / 16 * 16 : g.a_scale_stride_kb * 4,
-                grouped_tiles::kSaBox<BM>, 1, CU_TENSOR_MAP_SWIZZLE_NONE))
+      !make_scale_map(&launch->map_sa, g.a_scale, g.rows, g.k_blocks(), g.a_scale_stride_kb,
+                      grouped_tiles::kSaBox<BM>))
     return "gemm_sm90: cannot encode the grouped GEMM's TMA descriptors";
   // The tiles whose rows all belong to their expert store through shared memory and TMA, as the dense
   // kernel's do; the others (an expert's last tile) store elements. Not with SiLU-and-mul (no bf16 out).

@@ -30,6 +30,10 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* ptr, int64
               int64_t row_bytes, uint32_t box_cols, uint32_t box_rows,
               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
 
+// The TMA descriptor of A's scales (a_scales_m_contiguous_16), box_rows rows of one K block a box.
+bool make_scale_map(CUtensorMap* map, const float* a_scale, int64_t rows, int64_t k_blocks, int64_t stride_kb,
+                    uint32_t box_rows);
+
 struct KernelLaunch {
   TileConfig config;
   // A (K-major, or M-contiguous with a_mn), its last 64 rows' map (a_mn with BM = 192), B,

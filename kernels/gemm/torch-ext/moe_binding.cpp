@@ -178,15 +178,6 @@ bool one_launch_wanted(const GroupedGemmArgs& g, cudaStream_t stream) {
   return g.rows_per_expert() < kDenseLoopRowsPerExpert || capturing(stream);
 }
 
-bool on_hopper(const at::Device& device) {
-  int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major == 9;
-}
-
 // Hopper's tiles read A's scales M-contiguous with 16-byte aligned K blocks
 // (GroupedGemmArgs::a_scales_m_contiguous_16); other layouts are copied into that one for them: row-major
 // scales, or quantize_per_token_group's M-contiguous ones for a row count not a multiple of 4.
@@ -236,7 +227,7 @@ void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const a
     g.one_launch = one_launch_wanted(g, stream);
     at::Tensor tile_scales;  // alive until the GEMM is queued
     if (g.row_index == nullptr && g.format == fp8gemm::Fp8Format::E4M3FN && !g.a_scales_m_contiguous_16() &&
-        on_hopper(device)) {
+        binding::device_sm(device) / 10 == 9) {
       tile_scales = m_contiguous_scales(a_scale);
       g.a_scale = tile_scales.data_ptr<float>();
       g.a_scale_stride_m = tile_scales.stride(0);
