@@ -503,6 +503,34 @@ def test_fp8_experts_reads_weights_written_just_before(kernel, device, fp8_dtype
 
 @needs_cuda
 @pytest.mark.kernels_ci
+def test_fp8_experts_bf16_intermediates_share_their_bytes(kernel, device, fp8_dtype, rng):
+    """The gate/up GEMM's bf16 output and the down projection's take one buffer between them: at 256 rows
+    per expert (Hopper: three launches, SiLU-and-mul a kernel of its own) the op allocates its FP8
+    intermediates, one bf16 buffer of (rows, max(2 * inner, hidden)) and its output, plus scales and
+    routing (under 1 MB here), not a second 8 MB bf16 buffer."""
+    hidden, inner, experts, top_k, tokens = 2048, 1024, 8, 4, 512
+    w1, s1 = random_experts(kernel, experts, 2 * inner, hidden, device, fp8_dtype, rng)
+    w2, s2 = random_experts(kernel, experts, hidden, inner, device, fp8_dtype, rng)
+    x = torch.randn(tokens, hidden, generator=rng, device=device).to(torch.bfloat16)
+    ids, weights = routing(tokens, top_k, experts, device, rng)
+    expected = kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2)
+    del expected
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    rows = tokens * top_k
+    codes = rows * hidden + rows * inner  # x's and SiLU-and-mul's FP8 rows
+    shared_bf16 = rows * max(2 * inner, hidden) * 2
+    bound = codes + shared_bf16 + out.numel() * out.element_size() + (1 << 20)
+    assert peak <= bound, (peak, bound)
+
+
+@needs_cuda
+@pytest.mark.kernels_ci
 # About 8, 32 and 128 rows per expert: on Hopper the first two take SiLU-and-mul into the gate/up GEMM
 # (one warp per row, up to 8 rows each), the third runs it as its own kernel. Skewed: 32 rows per expert
 # on average and expert 0 with over 512, on several 64-row tiles of the fused GEMM.

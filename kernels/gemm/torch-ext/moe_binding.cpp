@@ -488,7 +488,10 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
   const int64_t tokens = x.size(0);
   if (tokens == 0 || top_k_index.size(1) == 0) return at::zeros_like(x);
 
-  // One row per (token, expert) slot; the intermediates in one allocation.
+  // One row per (token, expert) slot; the intermediates in one allocation. The first GEMM's bf16 output
+  // and the second's share their bytes: the first is consumed by its quantization, queued before the second
+  // GEMM, which writes only after it waits for that quantization (or is never written, where the first GEMM
+  // takes SiLU-and-mul in).
   const int64_t rows = routed_slots(op, top_k_index);
   const int64_t scale_pitch = (rows + 3) / 4 * 4;  // the scales' K blocks 16-byte aligned (TMA reads them)
   const at::ScalarType fp8 = w_in.scalar_type();
@@ -499,16 +502,15 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
                 at_active = carving.reserve(experts + 1, at::kInt),
                 at_slot_row = carving.reserve(rows, at::kInt), at_xq = carving.reserve(rows * hidden, fp8),
                 at_x_scale = carving.reserve(scale_pitch * kb_in, at::kFloat),
-                at_h = carving.reserve(rows * n_in, at::kBFloat16),
                 at_hq = carving.reserve(rows * inner, fp8),
                 at_h_scale = carving.reserve(scale_pitch * kb_out, at::kFloat),
-                at_y = carving.reserve(rows * hidden, at::kBFloat16);
+                at_h_or_y = carving.reserve(rows * std::max(n_in, hidden), at::kBFloat16);
   carving.allocate(x.device());
   const Routing r{carving.piece(at_offsets, at::kInt, {experts + 1}, {1}), at::Tensor(),  // no row_token
                   carving.piece(at_slot_row, at::kInt, {rows}, {1}),
                   carving.piece(at_active, at::kInt, {experts + 1}, {1})};
   run_route(op, top_k_index, experts, r);
-  at::Tensor h = carving.piece(at_h, at::kBFloat16, {rows, n_in}, {n_in, 1});
+  at::Tensor h = carving.piece(at_h_or_y, at::kBFloat16, {rows, n_in}, {n_in, 1});
   GroupedGemmArgs g1 = describe_grouped(w_in, w_in_scale, h, r.offsets, false);
   g1.rows = rows;
   g1.active = r.active.data_ptr<int32_t>();
@@ -525,7 +527,7 @@ at::Tensor fp8_experts(const at::Tensor& x, const at::Tensor& top_k_index, const
     run_grouped(op, g1, xq, x_scale, at::Tensor(), r.offsets);
     quantize_rows_into(gated ? h : at::silu(h), fp8, gated, at::Tensor(), hq, h_scale);
   }
-  at::Tensor y = carving.piece(at_y, at::kBFloat16, {rows, hidden}, {hidden, 1});
+  at::Tensor y = carving.piece(at_h_or_y, at::kBFloat16, {rows, hidden}, {hidden, 1});
   GroupedGemmArgs g2 = describe_grouped(w_out, w_out_scale, y, r.offsets, false);
   g2.rows = rows;
   g2.active = r.active.data_ptr<int32_t>();
