@@ -143,7 +143,9 @@ def fp8_experts(
     Workspace: one allocation per call holding, for the ``R = T * k`` rows, both activations' FP8
     codes (``R * (H + I)`` bytes), their scales, the routing, and one bfloat16 buffer of
     ``R * max(N, H)`` elements (``N``: ``gate_up_proj``'s rows) that both GEMMs' outputs share
-    (745 MiB at DeepSeek-V3's sizes and 4,096 tokens); the output is a second.
+    (745 MiB at DeepSeek-V3's sizes and 4,096 tokens); the output is a second. Float16 inputs add
+    a float32 ``(T, H)`` sum, ``gated=False`` a bfloat16 ``R * I`` SiLU output, and GEMMs off
+    Hopper's grouped kernels may add workspaces of their own.
     """
     return ops.fp8_experts(
         hidden_states, top_k_index, top_k_weights, gate_up_proj, gate_up_proj_scale_inv, down_proj,
