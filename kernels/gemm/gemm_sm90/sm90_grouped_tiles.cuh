@@ -37,8 +37,8 @@ constexpr int kTallRows = 192, kMediumRows = 128, kSlabRows = 64;
 
 // A's scales of a stage: TMA reads a box only from a 16-byte aligned first element (a probe on the H200:
 // a float box from element 1 or -2 of a row stopped the kernel with an illegal instruction), so a tile's box
-// starts at row row0 & ~3 and holds BM + 4 scales; each stage's take kSaStage floats (128-byte aligned
-// boxes).
+// starts at row row0 & ~3 and holds BM + 4 scales; each stage's box takes kSaStage floats (so that every
+// box starts 128-byte aligned).
 template <int BM>
 constexpr int kSaBox = BM + 4;
 template <int BM>

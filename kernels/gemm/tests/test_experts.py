@@ -538,8 +538,7 @@ def test_fp8_experts_bf16_intermediates_share_their_bytes(kernel, device, fp8_dt
     w2, s2 = random_experts(kernel, experts, hidden, inner, device, fp8_dtype, rng)
     x = torch.randn(tokens, hidden, generator=rng, device=device).to(torch.bfloat16)
     ids, weights = routing(tokens, top_k, experts, device, rng)
-    expected = kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2)
-    del expected
+    kernel.fp8_experts(x, ids, weights, w1, s1, w2, s2)  # warm-up: one-time setup stays out of the measured call
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
