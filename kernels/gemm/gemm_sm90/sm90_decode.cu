@@ -67,8 +67,8 @@ bool rows_16(const uint8_t* ptr, int64_t s_row, int64_t s_k, int64_t rows, int64
 template <int WR, int TN>
 Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream) {
   const int tiles_per_cta = decode::kWarps / p.k_warps;
-  // A cluster launch costs 0.7 µs or more than a plain one on the H100,
-  // so one-CTA "clusters" are launched plainly; the kernel then skips its cluster steps.
+  // A cluster launch costs 0.7 µs or more than a plain one on the H100, so one-CTA "clusters"
+  // are launched plainly, and as a kernel without cluster steps.
   cudaLaunchAttribute attrs[2];
   unsigned num_attrs = 0;
   if (c.cluster > 1) {
@@ -90,11 +90,13 @@ Status launch(const DecodeParams& p, const DecodeConfig& c, cudaStream_t stream)
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = num_attrs;
-  cudaError_t err = cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p);
+  auto* kernel =
+      c.cluster > 1 ? decode::fp8_decode_kernel<WR, TN, true> : decode::fp8_decode_kernel<WR, TN, false>;
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p);
   if (err != cudaSuccess && p.b_before_wait) {  // no programmatic launch here (the last attribute)
     cudaGetLastError();
     cfg.numAttrs = num_attrs - 1;
-    err = cudaLaunchKernelEx(&cfg, decode::fp8_decode_kernel<WR, TN>, p);
+    err = cudaLaunchKernelEx(&cfg, kernel, p);
   }
   if (err != cudaSuccess) {
     cudaGetLastError();
