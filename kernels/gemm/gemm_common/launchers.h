@@ -53,5 +53,9 @@ Status combine_rocm(const CombineArgs& args, hipStream_t stream);
 // The grouped GEMM in one launch where the Hopper path takes it (sets *launched); otherwise the
 // caller runs gemm_cuda once per expert (expert_gemm()).
 Status grouped_gemm_cuda(const GroupedGemmArgs& args, cudaStream_t stream, bool* launched);
+// Whether grouped_gemm_cuda would take its one-launch Hopper tiles for args with A's scales copied
+// M-contiguous, 16-byte aligned K blocks (each K block's rows padded to a multiple of 4), which it
+// does not take as they are.
+bool grouped_gemm_cuda_wants_scales_copied(const GroupedGemmArgs& args);
 
 }  // namespace fp8gemm

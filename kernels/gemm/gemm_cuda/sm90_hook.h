@@ -47,4 +47,8 @@ __attribute__((weak, visibility("hidden"))) Status try_gemm(const GemmArgs& args
 __attribute__((weak, visibility("hidden"))) Status try_grouped_gemm(const GroupedGemmArgs& args,
                                                                     cudaStream_t stream, bool* launched);
 
+// Whether try_grouped_gemm's wgmma tiles would take args but for the layout of A's scales, which they
+// read M-contiguous in 16-byte aligned K blocks: a copy into that layout then buys the tiles.
+__attribute__((weak, visibility("hidden"))) bool tiles_want_scales_copied(const GroupedGemmArgs& args);
+
 }  // namespace fp8gemm::sm90

@@ -58,6 +58,15 @@ Status launch(const GroupedParams& params, unsigned experts_in_grid, cudaStream_
 
 }  // namespace
 
+bool tiles_want_scales_copied(const GroupedGemmArgs& args) {
+  if (args.a_scales_m_contiguous_16() || !takes(args)) return false;
+  GroupedGemmArgs copied = args;  // as the copy lies: a fresh (aligned) allocation, rows padded to 4
+  copied.a_scale = nullptr;
+  copied.a_scale_stride_m = 1;
+  copied.a_scale_stride_kb = ceil_div(args.rows, int64_t(4)) * 4;
+  return grouped_tiles_take(copied);
+}
+
 Status try_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool* launched) {
   *launched = false;
   if (!takes(args)) return kOk;

@@ -24,11 +24,6 @@ void check_status(const char* op, fp8gemm::Status status);
 // A described dense GEMM (inputs checked) on `device`, with the workspace its launcher asks for.
 void run_dense_gemm(const char* op, const fp8gemm::GemmArgs& args, const at::Device& device);
 
-#if defined(CUDA_KERNEL)
-// The CUDA device's compute capability as 10 * major + minor (90 for Hopper).
-int device_sm(const at::Device& device);
-#endif
-
 #if defined(ROCM_KERNEL)
 hipStream_t current_hip_stream(const at::Device& device);
 #endif

@@ -178,9 +178,9 @@ bool one_launch_wanted(const GroupedGemmArgs& g, cudaStream_t stream) {
   return g.rows_per_expert() < kDenseLoopRowsPerExpert || capturing(stream);
 }
 
-// Hopper's tiles read A's scales M-contiguous with 16-byte aligned K blocks
-// (GroupedGemmArgs::a_scales_m_contiguous_16); other layouts are copied into that one for them: row-major
-// scales, or quantize_per_token_group's M-contiguous ones for a row count not a multiple of 4.
+// A's scales as Hopper's tiles read them (GroupedGemmArgs::a_scales_m_contiguous_16), for the layouts the
+// tiles would otherwise decline (grouped_gemm_cuda_wants_scales_copied): row-major scales, or
+// quantize_per_token_group's M-contiguous ones for a row count not a multiple of 4.
 at::Tensor m_contiguous_scales(const at::Tensor& scale) {
   const int64_t rows = scale.size(0), kb = scale.size(1);
   at::Tensor copy = at::empty_strided({rows, kb}, {1, (rows + 3) / 4 * 4}, scale.options());
@@ -226,8 +226,7 @@ void run_grouped(const char* op, GroupedGemmArgs g, const at::Tensor& a, const a
     bool launched = false;
     g.one_launch = one_launch_wanted(g, stream);
     at::Tensor tile_scales;  // alive until the GEMM is queued
-    if (g.row_index == nullptr && g.format == fp8gemm::Fp8Format::E4M3FN && !g.a_scales_m_contiguous_16() &&
-        binding::device_sm(device) / 10 == 9) {
+    if (fp8gemm::grouped_gemm_cuda_wants_scales_copied(g)) {
       tile_scales = m_contiguous_scales(a_scale);
       g.a_scale = tile_scales.data_ptr<float>();
       g.a_scale_stride_m = tile_scales.stride(0);

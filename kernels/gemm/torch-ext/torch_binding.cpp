@@ -52,15 +52,6 @@ fp8gemm::InputType float_type(const char* op, const char* name, const at::Tensor
   }
 }
 
-#if defined(CUDA_KERNEL)
-int device_sm(const at::Device& device) {
-  int major = 0, minor = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
-  return 10 * major + minor;
-}
-#endif
-
 #if defined(ROCM_KERNEL)
 hipStream_t current_hip_stream(const at::Device& device) {
   const c10::impl::VirtualGuardImpl device_impl(device.type());
@@ -110,9 +101,7 @@ using binding::elements_share_memory;
 using binding::is_fp8;
 using binding::overlaps;
 using fp8gemm::GemmArgs;
-#if defined(CUDA_KERNEL)
-using binding::device_sm;
-#elif defined(ROCM_KERNEL)
+#if defined(ROCM_KERNEL)
 using binding::current_hip_stream;
 #endif
 
@@ -231,6 +220,15 @@ at::Tensor workspace_tensor(size_t bytes, const at::Device& device) {
 
 void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 size_t size_or_zero(const at::Tensor& t) { return t.defined() ? size_t(t.numel()) : 0; }
+
+#if defined(CUDA_KERNEL)
+int device_sm(const at::Device& device) {
+  int major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()));
+  return 10 * major + minor;
+}
+#endif
 
 // A device guard for the tensors' device (a no-op for the CPU), after checking that this build
 // runs on it.
