@@ -64,7 +64,7 @@ def grouped_gemm_nt_contiguous(
             :func:`gemm.quantize_per_token_group` returns them). Hopper's tiles read the scales
             M-contiguous, each block column 16-byte aligned (stride ``(1, P)``, ``P`` a multiple of 4
             and at least ``A``); other layouts (row-major scales, or ``A`` not a multiple of 4) are
-            copied into that one first, e4m3fn only.
+            copied into that one first where the tiles then take the call (e4m3fn only).
         b: ``(E, N, K)`` FP8 expert weights, ``b_scale`` ``(E, ceil(N/128), ceil(K/128))`` float32.
         offsets: ``(E + 1,)`` int32 on ``a``'s device, non-decreasing, within ``0..R``: checked where
             the host reads them (CPU, ROCm, other GPUs, many rows per expert); the Hopper kernel, which
