@@ -13,9 +13,11 @@
 // scales (sa per row, sb per 128 columns) in fp32: this is where the block scaling happens,
 // and it also bounds the error of the tensor cores' inexact FP8 accumulation. A consumer
 // waits for its MMAs before promoting; the other consumers' MMAs keep the tensor cores busy
-// meanwhile. For that the consumers take turns to issue their MMAs (a token passed round
-// through named barriers): issued together, their MMAs would interleave in the tensor pipe,
-// finish together, and all consumers would promote while it idles.
+// meanwhile. For that the consumers of the one-chunk tiles of 128 or 192 rows and of 64x192 take
+// turns to issue their MMAs (a token passed round through named barriers): issued together,
+// their MMAs would interleave in the tensor pipe, finish together, and all consumers would
+// promote while it idles. The 64-row tiles of two warpgroups (side by side along N) were faster
+// without turns on the H200.
 // Tiles of two consumer warpgroups and one chunk also keep a second scratch accumulator, so
 // that a block's MMAs run while the one before is promoted.
 // Bf16 results leave through smem boxes (128-byte-swizzled 64x64, or unswizzled 64 rows x a
