@@ -16,8 +16,8 @@
 // meanwhile. For that the consumers of the one-chunk tiles of 128 or 192 rows and of 64x192 take
 // turns to issue their MMAs (a token passed round through named barriers): issued together,
 // their MMAs would interleave in the tensor pipe, finish together, and all consumers would
-// promote while it idles. The 64-row tiles of two warpgroups (side by side along N) were faster
-// without turns on the H200.
+// promote while it idles. The 64-row tiles of two warpgroups narrower than 64x256 (side by side
+// along N) were faster without turns on the H200.
 // Tiles of two consumer warpgroups and one chunk also keep a second scratch accumulator, so
 // that a block's MMAs run while the one before is promoted.
 // Bf16 results leave through smem boxes (128-byte-swizzled 64x64, or unswizzled 64 rows x a

@@ -84,8 +84,8 @@ struct TileShape {
   static constexpr int kChunks = kWN / kChunkN;
   // Consumers take turns issuing their MMAs (see the header); measured to help the one-chunk
   // tiles and to hurt the two-chunk ones, and, on the H200, to make the 64-row tiles of two
-  // warpgroups (side by side along N) up to 13 % slower (DESIGN.md).
-  static constexpr bool kTakeTurns = kChunks == 1 && (kConsumerWGs == 3 || kWgM == 2);
+  // warpgroups narrower than 64x256 (side by side along N) up to 13 % slower (DESIGN.md).
+  static constexpr bool kTakeTurns = kChunks == 1 && (kConsumerWGs == 3 || kWgM == 2 || kWN >= 128);
   // One-chunk tiles whose registers hold a second scratch accumulator overlap a block's
   // promotion with the next block's MMAs.
   static constexpr bool kOverlap = kChunks == 1 && kConsumerWGs == 2 && kWN <= 128;
